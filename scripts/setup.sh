@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package that bonfire's build, tests and golden
+# generators need. Idempotent: safe to run again; skips apt when all is there.
+set -euo pipefail
+
+BUILD_PKGS=(
+  build-essential cmake ninja-build pkg-config python3
+  nlohmann-json3-dev libvalijson-dev
+  libboost-dev libboost-system-dev
+  libhwy-dev libopenblas-dev
+  libpcre2-dev libutf8proc-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+)
+# Only the golden generators need these; CI reads the committed goldens.
+REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema)
+
+want=("${BUILD_PKGS[@]}")
+if [ "${1:-}" = "--with-references" ]; then want+=("${REF_PKGS[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: set up, build, run every test under CTest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j2
+ctest --test-dir build --output-on-failure -j2 --timeout 600

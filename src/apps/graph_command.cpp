@@ -1,0 +1,130 @@
+#include "apps/graph_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "graph/executor.h"
+#include "graph/wire.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::BadGraph, "cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+json parse_binds(const std::vector<std::string>& binds) {
+  json out = json::object();
+  for (const auto& b : binds) {
+    const auto eq = b.find('=');
+    if (eq == std::string::npos || eq == 0) bad_graph("--bind takes k=v, got \"" + b + "\"");
+    const std::string v = b.substr(eq + 1);
+    try {
+      out[b.substr(0, eq)] = json::parse(v);
+    } catch (const json::exception&) {
+      out[b.substr(0, eq)] = v;
+    }
+  }
+  return out;
+}
+
+// A session's tensors on disk: one JSON file, replaced atomically so a failed
+// run never leaves a partial file.
+fs::path session_path(const std::string& dir, const std::string& id) {
+  for (char c : id)
+    if (!(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'))
+      bad_graph("session id \"" + id + "\" cannot name a file (use letters, digits, - _ .)");
+  return fs::path(dir) / (id + ".session.json");
+}
+
+void load_session(const std::string& dir, const std::string& id, Session* s, const Limits& limits) {
+  const fs::path p = session_path(dir, id);
+  if (!fs::exists(p)) return;
+  const json j = json::parse(read_file(p.string()));
+  for (const auto& [k, v] : j.items()) s->tensors[k] = tensor_from_json(v, "session tensor " + k, limits);
+}
+
+void save_session(const std::string& dir, const std::string& id, const Session& s) {
+  fs::create_directories(dir);
+  const fs::path p = session_path(dir, id);
+  json j = json::object();
+  for (const auto& [k, t] : s.tensors) j[k] = tensor_to_json(t, /*b64=*/true);
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << j.dump();
+    if (!f) throw Error(ErrorCode::Internal, "cannot write " + tmp.string());
+  }
+  fs::rename(tmp, p);
+}
+
+json run_one(const json& jcall, const json& cli_bind, SessionStore& store, const GraphRunOptions& opts) {
+  const Limits limits;
+  Call call = Call::parse(jcall, limits);
+  for (const auto& [k, v] : cli_bind.items()) call.bind[k] = v;
+  std::shared_ptr<Session> session;
+  if (!call.session.empty()) {
+    session = store.get(call.session, false);
+    if (!session) {
+      session = store.get(call.session, true);
+      if (!opts.session_dir.empty()) load_session(opts.session_dir, call.session, session.get(), limits);
+    }
+  }
+  // A refused call throws before touching the session (see executor.h).
+  RunResult r = run_call(call, session.get(), limits);
+  if (session && !opts.session_dir.empty()) save_session(opts.session_dir, call.session, *session);
+  json out = {{"outputs", json::object()}, {"worker", "local"}, {"ms", r.ms}};
+  for (const auto& [k, t] : r.outputs) out["outputs"][k] = tensor_to_json(t, call.b64 || opts.b64);
+  return out;
+}
+
+}  // namespace
+
+int graph_run_command(const GraphRunOptions& opts) {
+  int status = 0;
+  json result;
+  try {
+    json j;
+    try {
+      j = json::parse(read_file(opts.file));
+    } catch (const json::parse_error& e) {
+      bad_graph(std::string("malformed JSON: ") + e.what());
+    }
+    const json binds = parse_binds(opts.binds);
+    SessionStore store;
+    if (j.is_array()) {  // a sequence of calls sharing sessions
+      result = json::array();
+      for (const auto& c : j) {
+        try {
+          result.push_back(run_one(c, binds, store, opts));
+        } catch (const Error& e) {
+          result.push_back(error_to_json(e));
+          status = 1;
+        }
+      }
+    } else {
+      result = run_one(j, binds, store, opts);
+    }
+  } catch (const Error& e) {
+    result = error_to_json(e);
+    status = 1;
+  } catch (const std::exception& e) {
+    result = error_to_json(Error(ErrorCode::Internal, e.what()));
+    status = 1;
+  }
+  std::cout << result.dump() << "\n";
+  return status;
+}
+
+}  // namespace bonfire

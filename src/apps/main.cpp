@@ -1,0 +1,44 @@
+// bonfire: the one command-line program. Subcommands are listed in
+// spec/PROTOCOL.md ("Command line"); each lives in its own function here
+// until it grows enough to need a file.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/graph_command.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "spec/manifest.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"bonfire: serve large language models on lent compute"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+
+  auto* ops = app.add_subcommand("ops", "print the op manifest (protocol v3)");
+
+  auto* graph = app.add_subcommand("graph", "graph calls");
+  graph->require_subcommand(1);
+  auto* run = graph->add_subcommand("run", "run a graph call locally and print the result JSON");
+  bonfire::GraphRunOptions gro;
+  run->add_option("file", gro.file, "the graph call (JSON; a list of calls runs them in order)")->required();
+  run->add_option("--bind", gro.binds, "k=v values for param expressions")->take_all();
+  run->add_option("--session-dir", gro.session_dir,
+                  "keep session tensors in this folder between runs (one file per session)");
+  run->add_flag("--b64", gro.b64, "write output tensors as base64");
+  run->add_option("--threads", threads, "worker threads (default: all cores)");
+
+  CLI11_PARSE(app, argc, argv);
+  bonfire::set_num_threads(threads);
+
+  if (*ops) {
+    std::cout << bonfire::spec::ops_manifest_text();
+    return 0;
+  }
+  if (*run) return bonfire::graph_run_command(gro);
+  return 0;
+}

@@ -1,0 +1,56 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace bonfire {
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Tensor Tensor::empty(const Shape& shape) {
+  const size_t bytes = std::max<int64_t>(1, shape_numel(shape)) * sizeof(float);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  Tensor t;
+  t.shape = shape;
+  t.data = p;
+  t.owner = std::shared_ptr<void>(p, std::free);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape) {
+  Tensor t = empty(shape);
+  std::memset(t.data, 0, shape_numel(shape) * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, const Shape& shape, void* data, std::shared_ptr<void> owner) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.data = data;
+  t.owner = std::move(owner);
+  return t;
+}
+
+int64_t Tensor::nbytes() const { return rows() * row_bytes(dtype, cols()); }
+
+Tensor to_f32(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape);
+  const int64_t n = t.cols();
+  for (int64_t r = 0; r < t.rows(); ++r) dequantize_row(t.dtype, t.row(r), out.f32() + r * n, n);
+  return out;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,58 @@
+// A tensor is plain data: an element type, a row-major shape and a pointer to
+// bytes that someone owns. Copying a Tensor shares the bytes (like a view);
+// `owner` keeps them alive, whether they are a heap buffer or a mapped file.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace bonfire {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+// What shape inference needs to know about a value.
+struct TensorDesc {
+  DType dtype = DType::F32;
+  Shape shape;
+  int64_t numel() const { return shape_numel(shape); }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  int64_t rows() const { return shape.empty() ? 1 : numel() / (cols() ? cols() : 1); }
+};
+
+struct Tensor {
+  DType dtype = DType::F32;
+  Shape shape;
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+
+  // A fresh f32 buffer, 64-byte aligned; `zeros` also clears it.
+  static Tensor empty(const Shape& shape);
+  static Tensor zeros(const Shape& shape);
+  // Wraps bytes that `owner` keeps alive.
+  static Tensor view(DType dtype, const Shape& shape, void* data, std::shared_ptr<void> owner);
+
+  TensorDesc desc() const { return {dtype, shape}; }
+  int64_t numel() const { return shape_numel(shape); }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  int64_t rows() const { return desc().rows(); }
+  int64_t nbytes() const;
+  bool packed() const { return dtype != DType::F32; }
+
+  float* f32() { return static_cast<float*>(data); }
+  const float* f32() const { return static_cast<const float*>(data); }
+  // Start of row r for any dtype (rows are the leading dims folded).
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * row_bytes(dtype, cols());
+  }
+};
+
+// A deep copy into a fresh f32 buffer (dequantizing packed data).
+Tensor to_f32(const Tensor& t);
+
+}  // namespace bonfire

@@ -1,0 +1,189 @@
+#include "graph/executor.h"
+
+#include <chrono>
+#include <map>
+#include <new>
+
+#include "core/error.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+namespace {
+
+// f32 buffers handed back when their last reader has run, taken again by
+// later nodes of a similar size. Only buffers nobody else holds come here.
+class BufferPool {
+ public:
+  Tensor take(const Shape& shape) {
+    const size_t bytes = bytes_for(shape);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= 2 * bytes) {
+      std::shared_ptr<void> owner = std::move(it->second);
+      free_.erase(it);
+      return Tensor::view(DType::F32, shape, owner.get(), owner);
+    }
+    return Tensor::empty(shape);
+  }
+  void give(Tensor& t) {
+    if (t.dtype == DType::F32 && t.owner && t.owner.use_count() == 1 && t.data == t.owner.get())
+      free_.emplace(bytes_for(t.shape), std::move(t.owner));
+    t = Tensor();
+  }
+
+ private:
+  static size_t bytes_for(const Shape& s) { return (std::max<int64_t>(1, shape_numel(s)) * 4 + 63) / 64 * 64; }
+  std::multimap<size_t, std::shared_ptr<void>> free_;
+};
+
+struct Planned {
+  Params params;
+  TensorDesc out;
+};
+
+Params bind_params(const GraphNode& node, const json& bind) {
+  json p = node.params;
+  const Expr::Lookup lookup = [&](const std::string& name) -> std::optional<json> {
+    if (bind.contains(name)) return bind[name];
+    return std::nullopt;
+  };
+  for (const auto& [key, e] : node.exprs) p[key] = e.eval_number(lookup);
+  return Params(std::move(p));
+}
+
+}  // namespace
+
+std::set<std::string> implemented_features() {
+  std::set<std::string> out;
+  for (const auto& op : op_registry())
+    for (const auto& f : op.features) out.insert(f.name);
+  return out;
+}
+
+RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
+                    const WeightLookup& weights, Session* session, const Limits& limits) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& name : g.input_names)
+    if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
+
+  // Where each reference's value lives before the run (inputs, weights,
+  // session tensors); node values come from `values`.
+  auto external = [&](const Ref& r, const std::string& node) -> const Tensor* {
+    switch (r.kind) {
+      case Ref::Input: return &inputs.at(r.name);
+      case Ref::Weight: {
+        const Tensor* w = weights ? weights(r.name) : nullptr;
+        if (!w) bad_graph("weight \"" + r.name + "\" was not given inline and the model has none of that name", node);
+        return w;
+      }
+      case Ref::Session: {
+        auto it = session ? session->tensors.find(r.name) : decltype(session->tensors.end()){};
+        if (!session || it == session->tensors.end())
+          throw Error(ErrorCode::SessionNotFound, "the session holds no tensor \"" + r.name + "\"", node);
+        return &it->second;
+      }
+      case Ref::Node: break;
+    }
+    return nullptr;
+  };
+
+  // Pass 1: bind params, infer shapes, check limits. Nothing is written.
+  std::vector<Planned> plan(g.nodes.size());
+  int64_t total_bytes = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    try {
+      plan[i].params = bind_params(node, bind);
+      std::vector<TensorDesc> in;
+      for (size_t k = 0; k < node.in.size(); ++k) {
+        const Ref& r = node.in[k];
+        in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id)->desc());
+        if (in.back().dtype != DType::F32 && !node.op->accepts_packed((int)k))
+          bad_graph("input " + std::to_string(k) + " (\"" + r.text() + "\") is a packed " +
+                    dtype_name(in.back().dtype) + " weight; op " + node.op->name + " needs f32 there");
+        if ((int)k == node.op->mutates_input || (int)k == node.op->writes_input) {
+          if (r.kind == Ref::Weight)
+            bad_graph("op " + node.op->name + " writes its input " + std::to_string(k) + " in place; \"" + r.text() +
+                      "\" is a weight");
+        }
+      }
+      Shape out = node.op->infer(in, plan[i].params);
+      if ((int64_t)out.size() > limits.max_rank) too_large("the output has more than " + std::to_string(limits.max_rank) + " axes");
+      if (checked_numel(out.data(), out.size(), limits.max_tensor_elements) < 0)
+        too_large("the output " + shape_str(out) + " is over the limit of " +
+                  std::to_string(limits.max_tensor_elements) + " elements per tensor");
+      plan[i].out = {node.op->out_dtype ? node.op->out_dtype(in, plan[i].params) : DType::F32, out};
+      if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) total_bytes += plan[i].out.numel() * 4;
+      if (total_bytes > limits.max_total_bytes)
+        too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+    } catch (Error& e) {
+      if (e.node.empty()) e.node = node.id;
+      throw;
+    } catch (const json::exception& e) {
+      throw Error(ErrorCode::BadGraph, std::string("a param has the wrong type: ") + e.what(), node.id);
+    }
+  }
+  for (const auto& o : g.outputs)
+    if (o.kind != Ref::Node) external(o, "");
+  for (const auto& [k, r] : g.retain)
+    if (r.kind != Ref::Node) external(r, "");
+
+  // Last reader of every node value; outputs and retained values stay.
+  std::vector<int> last_use(g.nodes.size(), -1);
+  std::vector<bool> pinned(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& r : g.nodes[i].in)
+      if (r.kind == Ref::Node) last_use[r.node] = (int)i;
+  for (const auto& o : g.outputs)
+    if (o.kind == Ref::Node) pinned[o.node] = true;
+  for (const auto& [k, r] : g.retain)
+    if (r.kind == Ref::Node) pinned[r.node] = true;
+
+  // Pass 2: run.
+  std::vector<Tensor> values(g.nodes.size());
+  BufferPool pool;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    OpInputs in;
+    for (const auto& r : node.in)
+      in.push_back(r.kind == Ref::Node ? &values[r.node] : const_cast<Tensor*>(external(r, node.id)));
+    Tensor& out = values[i];
+    if (node.op->mutates_input >= 0) {
+      out = *in[node.op->mutates_input];  // shares the buffer: written in place
+    } else if (plan[i].out.dtype == DType::F32) {
+      out = pool.take(plan[i].out.shape);
+    } else {
+      out.dtype = plan[i].out.dtype;
+      out.shape = plan[i].out.shape;
+    }
+    try {
+      node.op->run(in, plan[i].params, out);
+    } catch (Error& e) {
+      if (e.node.empty()) e.node = node.id;
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::TooLarge, "out of memory while running the node", node.id);
+    }
+    for (const auto& r : node.in)
+      if (r.kind == Ref::Node && last_use[r.node] == (int)i && !pinned[r.node]) pool.give(values[r.node]);
+    if (last_use[i] < 0 && !pinned[i]) pool.give(values[i]);
+  }
+
+  RunResult result;
+  for (const auto& o : g.outputs) result.outputs[o.text()] = o.kind == Ref::Node ? values[o.node] : *external(o, "");
+  if (session)
+    for (const auto& [k, r] : g.retain) session->tensors[k] = r.kind == Ref::Node ? values[r.node] : *external(r, "");
+  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+RunResult run_call(const Call& call, Session* session, const Limits& limits, const WeightLookup& model_weights) {
+  const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
+    if (auto it = call.weights.find(name); it != call.weights.end()) return &it->second;
+    return model_weights ? model_weights(name) : nullptr;
+  };
+  return run_graph(call.graph, call.inputs, call.bind, lookup, session, limits);
+}
+
+}  // namespace bonfire

@@ -1,0 +1,36 @@
+// Runs a parsed graph. Two passes: first every node's params are bound and
+// its output shape inferred and checked against the limits (nothing is
+// allocated and no session is touched, so a refused call changes nothing);
+// then the nodes run in order, each buffer going back to a pool once its last
+// reader has run.
+#pragma once
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "graph/graph.h"
+#include "graph/session.h"
+
+namespace bonfire {
+
+// Finds a weight by name (inline first, then the model's); null if absent.
+using WeightLookup = std::function<const Tensor*(const std::string& name)>;
+
+struct RunResult {
+  std::map<std::string, Tensor> outputs;  // by the name the call asked for
+  double ms = 0;
+};
+
+RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const nlohmann::json& bind,
+                    const WeightLookup& weights, Session* session, const Limits& limits);
+
+// Convenience for a whole call: inline weights, then `model_weights`.
+RunResult run_call(const Call& call, Session* session, const Limits& limits,
+                   const WeightLookup& model_weights = nullptr);
+
+// Every feature the manifest names; this engine implements all of them.
+std::set<std::string> implemented_features();
+
+}  // namespace bonfire

@@ -1,0 +1,19 @@
+// Sizes a graph call may not exceed. Checked while parsing and during shape
+// inference, before anything is allocated; over a limit is `too_large`.
+// A worker applies its own limits whatever a coordinator asks.
+#pragma once
+#include <cstdint>
+
+namespace bonfire {
+
+struct Limits {
+  int64_t max_nodes = 100000;               // nodes per graph
+  int64_t max_tensor_elements = 1LL << 28;  // elements in any one tensor (1 GiB of f32)
+  int64_t max_rank = 8;                     // axes per tensor
+  int64_t max_total_bytes = 8LL << 30;      // all tensors one call creates, summed
+};
+
+// shape's element count, or -1 when it exceeds `limit` (no overflow).
+int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit);
+
+}  // namespace bonfire

@@ -1,0 +1,31 @@
+#include "graph/session.h"
+
+namespace bonfire {
+
+int64_t Session::bytes() const {
+  int64_t n = 0;
+  for (const auto& [k, t] : tensors) n += t.nbytes();
+  return n;
+}
+
+std::shared_ptr<Session> SessionStore::get(const std::string& id, bool create) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) return it->second;
+  if (!create) return nullptr;
+  auto s = std::make_shared<Session>();
+  sessions_[id] = s;
+  return s;
+}
+
+bool SessionStore::erase(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.erase(id) > 0;
+}
+
+size_t SessionStore::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
+}
+
+}  // namespace bonfire

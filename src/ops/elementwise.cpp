@@ -1,0 +1,157 @@
+// Elementwise ops: binary with the manifest's broadcast (same shape, a row
+// vector as wide as a, or one value), unary maps, and the gated pairs.
+#include <cmath>
+
+#include "core/threads.h"
+#include "ops/op.h"
+
+namespace bonfire {
+
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+
+// --- binary ---------------------------------------------------------------
+
+Shape infer_binary(const std::vector<TensorDesc>& in, const Params&) {
+  check_f32(in, 0, "input a");
+  check_f32(in, 1, "input b");
+  const TensorDesc &a = in[0], &b = in[1];
+  const bool same = a.shape == b.shape;
+  const bool row = b.numel() == a.cols() && (b.shape.size() == 1 || (b.shape.size() == 2 && b.shape[0] == 1));
+  const bool scalar = b.numel() == 1;
+  check(same || row || scalar, "b " + shape_str(b.shape) + " must have a's shape " + shape_str(a.shape) +
+                                   ", be a row vector of " + std::to_string(a.cols()) + ", or one value");
+  return a.shape;
+}
+
+template <typename F>
+void run_binary(const OpInputs& in, Tensor& out, F f) {
+  const float* a = in[0]->f32();
+  const float* b = in[1]->f32();
+  float* o = out.f32();
+  const int64_t n = out.numel(), bn = in[1]->numel();
+  parallel_for(n, kGrain, [&](int64_t i0, int64_t i1) {
+    if (bn == n && in[1]->shape == in[0]->shape) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i], b[i]);
+    } else if (bn == 1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i], b[0]);
+    } else {
+      for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i], b[i % bn]);
+    }
+  });
+}
+
+void run_add(const OpInputs& in, const Params&, Tensor& out) {
+  run_binary(in, out, [](float x, float y) { return x + y; });
+}
+void run_sub(const OpInputs& in, const Params&, Tensor& out) {
+  run_binary(in, out, [](float x, float y) { return x - y; });
+}
+void run_mul(const OpInputs& in, const Params&, Tensor& out) {
+  run_binary(in, out, [](float x, float y) { return x * y; });
+}
+
+// --- unary ----------------------------------------------------------------
+
+Shape infer_unary(const std::vector<TensorDesc>& in, const Params&) {
+  check_f32(in, 0, "input");
+  return in[0].shape;
+}
+
+template <typename F>
+void run_unary(const OpInputs& in, Tensor& out, F f) {
+  const float* x = in[0]->f32();
+  float* o = out.f32();
+  parallel_for(out.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) o[i] = f(x[i]);
+  });
+}
+
+float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void run_relu(const OpInputs& in, const Params&, Tensor& out) {
+  // NaN stays NaN (x > 0 is false, but x < 0 is false too).
+  run_unary(in, out, [](float x) { return x < 0 ? 0.0f : x; });
+}
+void run_sigmoid(const OpInputs& in, const Params&, Tensor& out) { run_unary(in, out, sigmoid); }
+void run_silu(const OpInputs& in, const Params&, Tensor& out) {
+  run_unary(in, out, [](float x) { return x * sigmoid(x); });
+}
+void run_tanh(const OpInputs& in, const Params&, Tensor& out) {
+  run_unary(in, out, [](float x) { return std::tanh(x); });
+}
+void run_gelu(const OpInputs& in, const Params&, Tensor& out) { run_unary(in, out, gelu_tanh); }
+void run_gelu_exact(const OpInputs& in, const Params&, Tensor& out) {
+  run_unary(in, out, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); });
+}
+void run_gelu_quick(const OpInputs& in, const Params&, Tensor& out) {
+  run_unary(in, out, [](float x) { return x * sigmoid(1.702f * x); });
+}
+void run_scale(const OpInputs& in, const Params& p, Tensor& out) {
+  const float f = (float)p.num("factor");
+  run_unary(in, out, [f](float x) { return x * f; });
+}
+Shape infer_softcap(const std::vector<TensorDesc>& in, const Params& p) {
+  check(p.num("cap") != 0, "param cap must not be 0");
+  return infer_unary(in, p);
+}
+void run_softcap(const OpInputs& in, const Params& p, Tensor& out) {
+  const float cap = (float)p.num("cap");
+  run_unary(in, out, [cap](float x) { return cap * std::tanh(x / cap); });
+}
+
+// --- gated pairs ------------------------------------------------------------
+
+Shape infer_gated(const std::vector<TensorDesc>& in, const Params&) {
+  check_f32(in, 0, "gate");
+  check_f32(in, 1, "up");
+  check(in[0].shape == in[1].shape,
+        "gate " + shape_str(in[0].shape) + " and up " + shape_str(in[1].shape) + " must have the same shape");
+  return in[0].shape;
+}
+void run_swiglu(const OpInputs& in, const Params&, Tensor& out) {
+  run_binary(in, out, [](float g, float u) { return g * sigmoid(g) * u; });
+}
+void run_geglu(const OpInputs& in, const Params&, Tensor& out) {
+  run_binary(in, out, [](float g, float u) { return gelu_tanh(g) * u; });
+}
+
+OpDef def(const char* name, int inputs, Shape (*infer)(const std::vector<TensorDesc>&, const Params&),
+          void (*run)(const OpInputs&, const Params&, Tensor&)) {
+  OpDef d;
+  d.name = name;
+  d.min_inputs = d.max_inputs = inputs;
+  d.infer = infer;
+  d.run = run;
+  return d;
+}
+
+}  // namespace
+
+void register_elementwise_ops(std::vector<OpDef>& ops) {
+  ops.push_back(def("add", 2, infer_binary, run_add));
+  ops.push_back(def("sub", 2, infer_binary, run_sub));
+  ops.push_back(def("mul", 2, infer_binary, run_mul));
+  ops.push_back(def("relu", 1, infer_unary, run_relu));
+  ops.push_back(def("sigmoid", 1, infer_unary, run_sigmoid));
+  ops.push_back(def("silu", 1, infer_unary, run_silu));
+  ops.push_back(def("tanh", 1, infer_unary, run_tanh));
+  ops.push_back(def("gelu", 1, infer_unary, run_gelu));
+  ops.push_back(def("gelu_exact", 1, infer_unary, run_gelu_exact));
+  ops.push_back(def("gelu_quick", 1, infer_unary, run_gelu_quick));
+  OpDef scale = def("scale", 1, infer_unary, run_scale);
+  scale.params = {{"factor", ParamType::Number, false}};
+  ops.push_back(scale);
+  OpDef softcap = def("softcap", 1, infer_softcap, run_softcap);
+  softcap.params = {{"cap", ParamType::Number, false}};
+  ops.push_back(softcap);
+  ops.push_back(def("swiglu", 2, infer_gated, run_swiglu));
+  ops.push_back(def("geglu", 2, infer_gated, run_geglu));
+}
+
+}  // namespace bonfire

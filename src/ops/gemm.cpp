@@ -1,0 +1,121 @@
+#include "ops/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/threads.h"
+#include "ops/simd.h"
+
+namespace bonfire {
+
+namespace {
+
+// OpenBLAS runs single-threaded inside our own split, so the worker's thread
+// count is the one knob and nothing oversubscribes the cores.
+void pin_blas_threads() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Below this many activation rows a weight row is streamed once per output
+// with a fused dequantize-dot; above it a dequantized tile feeds BLAS.
+constexpr int64_t kGemvRows = 4;
+constexpr int64_t kTile = 64;  // weight rows per tile
+
+void fill_bias(float* out, int64_t M, int64_t ldo, int64_t N, const float* bias) {
+  for (int64_t m = 0; m < M; ++m) {
+    if (bias)
+      std::memcpy(out + m * ldo, bias, N * sizeof(float));
+    else
+      std::memset(out + m * ldo, 0, N * sizeof(float));
+  }
+}
+
+}  // namespace
+
+WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
+  WeightRows w;
+  w.dtype = t.dtype;
+  w.cols = t.cols();
+  w.rows = count;
+  w.data = t.row(first);
+  return w;
+}
+
+void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
+             const float* bias) {
+  pin_blas_threads();
+  const int64_t N = w.rows, K = w.cols;
+  const int64_t stride = row_bytes(w.dtype, K);
+  if (M < kGemvRows) {
+    parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        const uint8_t* row = w.data + n * stride;
+        for (int64_t m = 0; m < M; ++m)
+          out[m * ldo + n] = simd::dot_row(w.dtype, row, x + m * ldx, K) + (bias ? bias[n] : 0.0f);
+      }
+    });
+    return;
+  }
+  const int64_t tiles = (N + kTile - 1) / kTile;
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> tile;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kTile, nn = std::min(kTile, N - n0);
+      const float* wt;
+      if (w.dtype == DType::F32) {
+        wt = reinterpret_cast<const float*>(w.data + n0 * stride);
+      } else {
+        tile.resize(nn * K);
+        for (int64_t r = 0; r < nn; ++r) dequantize_row(w.dtype, w.data + (n0 + r) * stride, &tile[r * K], K);
+        wt = tile.data();
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        if (bias)
+          std::memcpy(out + m * ldo + n0, bias + n0, nn * sizeof(float));
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0f, x, (int)ldx, wt,
+                  (int)K, bias ? 1.0f : 0.0f, out + n0, (int)ldo);
+    }
+  });
+}
+
+void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
+             const float* bias) {
+  pin_blas_threads();
+  const int64_t K = w.rows, N = w.cols;
+  const int64_t stride = row_bytes(w.dtype, N);
+  if (w.dtype == DType::F32) {
+    // Split output columns over threads; each slab is one BLAS call.
+    const int64_t tiles = (N + kTile - 1) / kTile;
+    fill_bias(out, M, ldo, N, bias);
+    const float* wf = reinterpret_cast<const float*>(w.data);
+    parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+      const int64_t c0 = t0 * kTile, c1 = std::min(N, t1 * kTile);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)(c1 - c0), (int)K, 1.0f, x, (int)ldx,
+                  wf + c0, (int)N, 1.0f, out + c0, (int)ldo);
+    });
+    return;
+  }
+  // Packed [K, N]: blocks run along N, so dequantize a band of K rows at a
+  // time and accumulate; split the M rows over threads.
+  fill_bias(out, M, ldo, N, bias);
+  std::vector<float> band;
+  for (int64_t k0 = 0; k0 < K; k0 += kTile) {
+    const int64_t kk = std::min(kTile, K - k0);
+    band.resize(kk * N);
+    for (int64_t r = 0; r < kk; ++r) dequantize_row(w.dtype, w.data + (k0 + r) * stride, &band[r * N], N);
+    parallel_for(M, 1, [&](int64_t m0, int64_t m1) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(m1 - m0), (int)N, (int)kk, 1.0f,
+                  x + m0 * ldx + k0, (int)ldx, band.data(), (int)N, 1.0f, out + m0 * ldo, (int)ldo);
+    });
+  }
+}
+
+}  // namespace bonfire

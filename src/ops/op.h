@@ -1,0 +1,108 @@
+// The op table. Every op of protocol v3 is one OpDef: its arity, its params
+// and features as the manifest (spec/ops-v3.json) lists them, a shape function
+// and a compute function. The graph layer only ever talks to ops through this
+// table; a test holds it equal to the manifest.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+// The manifest's param types; a trailing '?' there means optional.
+enum class ParamType { Number, Bool, String, Array, Object };
+struct ParamDef {
+  std::string name;
+  ParamType type;
+  bool optional;
+};
+
+// A node uses a feature when it sets one of `params`, or passes input
+// `input` (an optional input such as attention's bias).
+struct FeatureDef {
+  std::string name;
+  std::vector<std::string> params;
+  int input = -1;
+};
+
+// A node's params after bind expressions were evaluated: every number-typed
+// param is a JSON number here. Defaults live in the op code, as the manifest
+// states them.
+class Params {
+ public:
+  Params() : j_(json::object()) {}
+  explicit Params(json j) : j_(std::move(j)) {}
+  bool has(const char* k) const { return j_.contains(k) && !j_[k].is_null(); }
+  double num(const char* k) const { return j_.at(k).get<double>(); }
+  double num(const char* k, double dflt) const { return has(k) ? num(k) : dflt; }
+  int64_t int_(const char* k) const;  // a number that must be integral
+  int64_t int_(const char* k, int64_t dflt) const { return has(k) ? int_(k) : dflt; }
+  bool flag(const char* k, bool dflt) const { return has(k) ? j_.at(k).get<bool>() : dflt; }
+  std::string str(const char* k, const std::string& dflt) const {
+    return has(k) ? j_.at(k).get<std::string>() : dflt;
+  }
+  const json* get(const char* k) const { return has(k) ? &j_.at(k) : nullptr; }
+  const json& all() const { return j_; }
+
+ private:
+  json j_;
+};
+
+// Inputs as the compute function sees them. Only the input an op declares in
+// `mutates_input` / `writes_input` may be written through.
+using OpInputs = std::vector<Tensor*>;
+
+struct OpDef {
+  std::string name;
+  int min_inputs = 0;
+  int max_inputs = 0;
+  std::vector<ParamDef> params;
+  std::vector<FeatureDef> features;
+  // Validates inputs and params; returns the output shape or throws bad_graph.
+  Shape (*infer)(const std::vector<TensorDesc>& in, const Params& p) = nullptr;
+  // Fills `out`, already allocated with the inferred shape (or, for a
+  // mutating op, the mutated input itself).
+  void (*run)(const OpInputs& in, const Params& p, Tensor& out) = nullptr;
+  // Optional: the output's dtype when it can be packed (a slice of a packed
+  // weight stays packed). Then `out` arrives unallocated and run() makes it
+  // a view of the input. Unset means f32.
+  DType (*out_dtype)(const std::vector<TensorDesc>& in, const Params& p) = nullptr;
+  int mutates_input = -1;  // the output is this input, written in place (cache_write)
+  int writes_input = -1;   // this input is also advanced in place (short_conv's state)
+  uint32_t packed_inputs = 0;  // bit i: input i may be a packed weight; bit 31 covers i >= 31
+
+  bool accepts_packed(int i) const { return (packed_inputs >> (i < 31 ? i : 31)) & 1u; }
+  const ParamDef* param(std::string_view name) const;
+};
+
+// All ops, sorted by name.
+const std::vector<OpDef>& op_registry();
+const OpDef* find_op(std::string_view name);
+
+// Shape-function helpers: throw bad_graph with `msg` unless `cond`.
+inline void check(bool cond, const std::string& msg) {
+  if (!cond) bad_graph(msg);
+}
+// Input i must be f32 (activations are never packed).
+void check_f32(const std::vector<TensorDesc>& in, size_t i, const char* what);
+
+// Each op group registers its ops here (one file per group under ops/).
+void register_elementwise_ops(std::vector<OpDef>& ops);
+void register_norm_ops(std::vector<OpDef>& ops);
+void register_reduce_ops(std::vector<OpDef>& ops);
+void register_shape_ops(std::vector<OpDef>& ops);
+void register_matmul_ops(std::vector<OpDef>& ops);
+void register_conv_ops(std::vector<OpDef>& ops);
+void register_rope_ops(std::vector<OpDef>& ops);
+void register_attention_ops(std::vector<OpDef>& ops);
+void register_moe_ops(std::vector<OpDef>& ops);
+void register_sample_ops(std::vector<OpDef>& ops);
+
+}  // namespace bonfire

@@ -1,0 +1,51 @@
+#include <algorithm>
+#include <cmath>
+
+#include "ops/op.h"
+
+namespace bonfire {
+
+int64_t Params::int_(const char* k) const {
+  const double v = num(k);
+  if (!std::isfinite(v) || v != std::floor(v)) bad_graph(std::string("param ") + k + " must be an integer");
+  return (int64_t)v;
+}
+
+const ParamDef* OpDef::param(std::string_view n) const {
+  for (const auto& p : params)
+    if (p.name == n) return &p;
+  return nullptr;
+}
+
+void check_f32(const std::vector<TensorDesc>& in, size_t i, const char* what) {
+  if (i < in.size() && in[i].dtype != DType::F32)
+    bad_graph(std::string(what) + " must be f32, got a packed " + dtype_name(in[i].dtype) + " tensor");
+}
+
+const std::vector<OpDef>& op_registry() {
+  static const std::vector<OpDef> ops = [] {
+    std::vector<OpDef> v;
+    register_elementwise_ops(v);
+    register_norm_ops(v);
+    register_reduce_ops(v);
+    register_shape_ops(v);
+    register_matmul_ops(v);
+    register_conv_ops(v);
+    register_rope_ops(v);
+    register_attention_ops(v);
+    register_moe_ops(v);
+    register_sample_ops(v);
+    std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
+    return v;
+  }();
+  return ops;
+}
+
+const OpDef* find_op(std::string_view name) {
+  const auto& ops = op_registry();
+  auto it = std::lower_bound(ops.begin(), ops.end(), name,
+                             [](const OpDef& a, std::string_view n) { return a.name < n; });
+  return it != ops.end() && it->name == name ? &*it : nullptr;
+}
+
+}  // namespace bonfire

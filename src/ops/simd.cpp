@@ -1,0 +1,134 @@
+// Highway compiles this file once per instruction-set target and picks the
+// best one the CPU supports on the first call.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/simd.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
+#include "ops/simd.h"
+
+#include <type_traits>
+
+HWY_BEFORE_NAMESPACE();
+namespace bonfire::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void AxpyF32(float a, const float* x, float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void ScaleF32(float a, float* y, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(va, hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] *= a;
+}
+
+// f16/bf16 rows: widen a vector at a time.
+template <typename T>
+float DotHalf(const T* w, const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<T, decltype(d)> dh;
+  const int64_t N = hn::Lanes(d);
+  auto s = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) s = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i)), hn::LoadU(d, x + i), s);
+  float r = hn::GetLane(hn::SumOfLanes(d, s));
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(w);
+  for (; i < n; ++i)
+    r += (std::is_same_v<T, hwy::float16_t> ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i])) * x[i];
+  return r;
+}
+
+// q8_0: int8 -> int32 -> f32 per vector, one scale per 32-element block.
+float DotQ8_0(const BlockQ8_0* b, const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const int64_t N = hn::Lanes(d);
+  float total = 0;
+  for (int64_t blk = 0; blk < n / 32; ++blk) {
+    const float* xb = x + blk * 32;
+    float s;
+    if (N <= 32 && 32 % N == 0) {
+      auto acc = hn::Zero(d);
+      for (int64_t j = 0; j < 32; j += N) {
+        const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
+        acc = hn::MulAdd(q, hn::LoadU(d, xb + j), acc);
+      }
+      s = hn::GetLane(hn::SumOfLanes(d, acc));
+    } else {
+      s = 0;
+      for (int j = 0; j < 32; ++j) s += b[blk].qs[j] * xb[j];
+    }
+    total += f16_to_f32(b[blk].d) * s;
+  }
+  return total;
+}
+
+float DotQ4_0(const BlockQ4_0* b, const float* x, int64_t n) {
+  float total = 0;
+  float tmp[32];
+  for (int64_t blk = 0; blk < n / 32; ++blk) {
+    for (int j = 0; j < 16; ++j) {
+      tmp[j] = (float)((b[blk].qs[j] & 0x0f) - 8);
+      tmp[j + 16] = (float)((b[blk].qs[j] >> 4) - 8);
+    }
+    total += f16_to_f32(b[blk].d) * DotF32(tmp, x + blk * 32, 32);
+  }
+  return total;
+}
+
+float DotRow(DType t, const void* row, const float* x, int64_t n) {
+  switch (t) {
+    case DType::F32: return DotF32(static_cast<const float*>(row), x, n);
+    case DType::F16: return DotHalf(static_cast<const hwy::float16_t*>(row), x, n);
+    case DType::BF16: return DotHalf(static_cast<const hwy::bfloat16_t*>(row), x, n);
+    case DType::Q8_0: return DotQ8_0(static_cast<const BlockQ8_0*>(row), x, n);
+    case DType::Q4_0: return DotQ4_0(static_cast<const BlockQ4_0*>(row), x, n);
+  }
+  return 0;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bonfire::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace bonfire::simd {
+HWY_EXPORT(DotF32);
+HWY_EXPORT(AxpyF32);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(DotRow);
+
+float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
+void scale_f32(float a, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, y, n); }
+float dot_row(DType t, const void* row, const float* x, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);
+}
+}  // namespace bonfire::simd
+#endif

@@ -1,0 +1,19 @@
+// Vector primitives with the instruction set chosen at run time (Highway's
+// dynamic dispatch): the build targets baseline x86-64 and still uses AVX2 or
+// AVX-512 where the CPU has them.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace bonfire::simd {
+
+float dot_f32(const float* a, const float* b, int64_t n);
+// y += a * x
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+// y *= a
+void scale_f32(float a, float* y, int64_t n);
+// Dot of an f32 vector with a row stored as `t` (n a multiple of its block).
+float dot_row(DType t, const void* row, const float* x, int64_t n);
+
+}  // namespace bonfire::simd

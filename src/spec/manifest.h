@@ -1,0 +1,11 @@
+// The vendored specs, compiled into the binary (see cmake/embed_spec.cmake).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+namespace bonfire::spec {
+
+std::string_view ops_manifest_text();       // spec/ops-v3.json, byte for byte
+const nlohmann::json& ops_manifest();       // the same, parsed
+
+}  // namespace bonfire::spec

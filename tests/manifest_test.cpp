@@ -1,0 +1,93 @@
+// The op table must match the manifest op for op, param for param, feature
+// for feature; the vendored spec must match ../shared/spec.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "graph/executor.h"
+#include "ops/op.h"
+#include "spec/manifest.h"
+
+namespace bonfire {
+namespace {
+
+using json = nlohmann::json;
+
+std::string type_of(const ParamDef& p) {
+  const char* base = p.type == ParamType::Number ? "number"
+                     : p.type == ParamType::Bool ? "boolean"
+                     : p.type == ParamType::String ? "string"
+                     : p.type == ParamType::Array ? "array"
+                                                  : "object";
+  return std::string(base) + (p.optional ? "?" : "");
+}
+
+TEST(Manifest, RegistryMatchesManifest) {
+  const json& m = spec::ops_manifest();
+  std::set<std::string> manifest_ops;
+  for (const auto& op : m["ops"]) {
+    const std::string name = op["op"];
+    manifest_ops.insert(name);
+    const OpDef* def = find_op(name);
+    ASSERT_NE(def, nullptr) << "op " << name << " is in the manifest but not the registry";
+    EXPECT_EQ(def->min_inputs, op["minInputs"].get<int>()) << name;
+    EXPECT_EQ(def->max_inputs, op["maxInputs"].get<int>()) << name;
+    EXPECT_EQ(def->params.size(), op["params"].size()) << name;
+    for (const auto& [pname, pdef] : op["params"].items()) {
+      const ParamDef* p = def->param(pname);
+      ASSERT_NE(p, nullptr) << name << "." << pname << " missing from the registry";
+      EXPECT_EQ(type_of(*p), pdef["type"].get<std::string>()) << name << "." << pname;
+    }
+    std::set<std::string> want(op["features"].begin(), op["features"].end()), got;
+    for (const auto& f : def->features) {
+      got.insert(f.name);
+      EXPECT_TRUE(m["features"].contains(f.name)) << f.name;
+      for (const auto& p : f.params) EXPECT_NE(def->param(p), nullptr) << f.name << " names unknown param " << p;
+      if (f.input >= 0) EXPECT_LT(f.input, def->max_inputs) << f.name;
+    }
+    EXPECT_EQ(got, want) << name;
+    if (op.contains("mutatesInput")) EXPECT_EQ(def->mutates_input, op["mutatesInput"].get<int>()) << name;
+    if (op.contains("writesInput")) EXPECT_EQ(def->writes_input, op["writesInput"].get<int>()) << name;
+    EXPECT_NE(def->infer, nullptr) << name;
+    EXPECT_NE(def->run, nullptr) << name;
+  }
+  for (const auto& def : op_registry()) EXPECT_TRUE(manifest_ops.count(def.name)) << def.name << " is not in the manifest";
+  EXPECT_EQ(op_registry().size(), m["ops"].size());
+  std::set<std::string> all_features;
+  for (const auto& [k, v] : m["features"].items()) all_features.insert(k);
+  EXPECT_EQ(implemented_features(), all_features);
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Manifest, VendoredSpecEqualsShared) {
+  namespace fs = std::filesystem;
+  const fs::path mine = fs::path(BONFIRE_SOURCE_DIR) / "spec";
+  const fs::path shared = fs::path(BONFIRE_SOURCE_DIR) / ".." / "shared" / "spec";
+  if (!fs::exists(shared)) GTEST_SKIP() << "../shared/spec is not beside this checkout";
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(shared)) {
+    if (!e.is_regular_file()) continue;
+    const fs::path rel = fs::relative(e.path(), shared);
+    EXPECT_EQ(slurp(e.path()), slurp(mine / rel)) << "spec/" << rel.string() << " differs from ../shared/spec";
+    ++files;
+  }
+  EXPECT_GT(files, 3u);
+  for (const auto& e : fs::recursive_directory_iterator(mine))
+    if (e.is_regular_file()) EXPECT_TRUE(fs::exists(shared / fs::relative(e.path(), mine))) << e.path();
+}
+
+TEST(Manifest, EmbeddedTextIsTheVendoredFile) {
+  EXPECT_EQ(std::string(spec::ops_manifest_text()),
+            slurp(std::filesystem::path(BONFIRE_SOURCE_DIR) / "spec" / "ops-v3.json"));
+}
+
+}  // namespace
+}  // namespace bonfire
