@@ -22,11 +22,11 @@ enum class Layout { Separate, Fused, Stacked };
 
 // Params after validation, with the manifest's defaults filled in.
 struct MoeConfig {
-  int64_t experts = 0;      // E
-  int64_t top_k = 0;        // topK
-  int64_t groups = 1;       // nGroup
-  int64_t top_k_groups = 1; // topKGroup
-  int64_t group_top_k = 1;  // groupTopK
+  int64_t experts = 0;       // E
+  int64_t top_k = 0;         // topK
+  int64_t groups = 1;        // nGroup
+  int64_t top_k_groups = 1;  // topKGroup
+  int64_t group_top_k = 1;   // groupTopK
   bool sigmoid = false;
   bool normalize = false;
   bool has_bias = false;
@@ -40,9 +40,8 @@ MoeConfig parse_params(const Params& p, int64_t E) {
   MoeConfig c;
   c.experts = E;
   c.top_k = p.int_("topK");
-  check(c.top_k >= 1 && c.top_k <= E,
-        "moe: topK must be between 1 and the number of experts (" + std::to_string(E) + "), got " +
-            std::to_string(c.top_k));
+  check(c.top_k >= 1 && c.top_k <= E, "moe: topK must be between 1 and the number of experts (" + std::to_string(E) +
+                                          "), got " + std::to_string(c.top_k));
 
   const std::string scoring = p.str("scoring", "softmax");
   check(scoring == "softmax" || scoring == "sigmoid",
@@ -71,21 +70,20 @@ MoeConfig parse_params(const Params& p, int64_t E) {
   c.scale = (float)scale;
 
   c.groups = p.int_("nGroup", 1);
-  check(c.groups >= 1 && E % c.groups == 0,
-        "moe: nGroup must be a positive divisor of the number of experts (" + std::to_string(E) + "), got " +
-            std::to_string(c.groups));
+  check(c.groups >= 1 && E % c.groups == 0, "moe: nGroup must be a positive divisor of the number of experts (" +
+                                                std::to_string(E) + "), got " + std::to_string(c.groups));
   const int64_t group_size = E / c.groups;
   c.top_k_groups = p.int_("topKGroup", c.groups);
-  check(c.top_k_groups >= 1 && c.top_k_groups <= c.groups,
-        "moe: topKGroup must be between 1 and nGroup (" + std::to_string(c.groups) + "), got " +
-            std::to_string(c.top_k_groups));
-  check(c.top_k <= c.top_k_groups * group_size,
-        "moe: topK (" + std::to_string(c.top_k) + ") exceeds the experts left in topKGroup groups (" +
-            std::to_string(c.top_k_groups * group_size) + ")");
+  check(c.top_k_groups >= 1 && c.top_k_groups <= c.groups, "moe: topKGroup must be between 1 and nGroup (" +
+                                                               std::to_string(c.groups) + "), got " +
+                                                               std::to_string(c.top_k_groups));
+  check(c.top_k <= c.top_k_groups * group_size, "moe: topK (" + std::to_string(c.top_k) +
+                                                    ") exceeds the experts left in topKGroup groups (" +
+                                                    std::to_string(c.top_k_groups * group_size) + ")");
   c.group_top_k = p.int_("groupTopK", 1);
   check(c.group_top_k >= 1 && c.group_top_k <= group_size,
-        "moe: groupTopK must be between 1 and the group size E/nGroup (" + std::to_string(group_size) +
-            "), got " + std::to_string(c.group_top_k));
+        "moe: groupTopK must be between 1 and the group size E/nGroup (" + std::to_string(group_size) + "), got " +
+            std::to_string(c.group_top_k));
   return c;
 }
 
@@ -115,22 +113,22 @@ Shape infer_moe(const std::vector<TensorDesc>& in, const Params& p) {
   if (c.has_bias) {
     check(in.size() > 2, "moe: selectionBias needs a bias input after the logits");
     check_f32(in, 2, "moe: selection bias (input 2)");
-    check(in[2].shape == Shape{E}, "moe: selection bias (input 2) must be [" + std::to_string(E) + "], got " +
-                                       shape_str(in[2].shape));
+    check(in[2].shape == Shape{E},
+          "moe: selection bias (input 2) must be [" + std::to_string(E) + "], got " + shape_str(in[2].shape));
   }
 
   const size_t w0 = c.first_weight, nw = in.size() - w0;
   switch (c.layout) {
     case Layout::Separate: {
-      check(nw == (size_t)(3 * E), "moe: layout \"separate\" with " + std::to_string(E) +
-                                       " experts takes " + std::to_string(3 * E) +
+      check(nw == (size_t)(3 * E), "moe: layout \"separate\" with " + std::to_string(E) + " experts takes " +
+                                       std::to_string(3 * E) +
                                        " weight inputs (gate_e, up_e, down_e per expert), got " + std::to_string(nw));
       for (int64_t e = 0; e < E; ++e) {
         const size_t g = w0 + 3 * e;
         const std::string es = std::to_string(e);
-        check(in[g].shape.size() == 2 && in[g].shape[0] >= 1,
-              "moe: gate_" + es + " (input " + std::to_string(g) + ") must be [I, " + std::to_string(C) +
-                  "], got " + shape_str(in[g].shape));
+        check(in[g].shape.size() == 2 && in[g].shape[0] >= 1, "moe: gate_" + es + " (input " + std::to_string(g) +
+                                                                  ") must be [I, " + std::to_string(C) + "], got " +
+                                                                  shape_str(in[g].shape));
         const int64_t I = in[g].shape[0];
         check_weight(in, g, "gate_" + es, {I, C});
         check_weight(in, g + 1, "up_" + es, {I, C});
@@ -152,9 +150,8 @@ Shape infer_moe(const std::vector<TensorDesc>& in, const Params& p) {
     case Layout::Stacked: {
       check(nw == 3, "moe: layout \"stacked\" takes 3 weight inputs (gate, up, down), got " + std::to_string(nw));
       const Shape& gs = in[w0].shape;
-      check(gs.size() == 3 && gs[1] >= 1, "moe: gate (input " + std::to_string(w0) + ") must be [" +
-                                              std::to_string(E) + ", I, " + std::to_string(C) + "], got " +
-                                              shape_str(gs));
+      check(gs.size() == 3 && gs[1] >= 1, "moe: gate (input " + std::to_string(w0) + ") must be [" + std::to_string(E) +
+                                              ", I, " + std::to_string(C) + "], got " + shape_str(gs));
       const int64_t I = gs[1];
       check_weight(in, w0, "gate", {E, I, C});
       check_weight(in, w0 + 1, "up", {E, I, C});
@@ -306,6 +303,7 @@ void run_moe(const OpInputs& in, const Params& p, Tensor& out) {
   const MoeConfig c = parse_params(p, E);
   const int64_t K = c.top_k;
   const float* bias = c.has_bias ? in[2]->f32() : nullptr;
+  if (T == 0) return;
 
   // 1. Route every token.
   std::vector<int32_t> chosen(T * K);
@@ -358,11 +356,11 @@ void register_moe_ops(std::vector<OpDef>& ops) {
   d.min_inputs = 2;
   d.max_inputs = 1539;
   d.params = {
-      {"topK", ParamType::Number, false},         {"scoring", ParamType::String, true},
-      {"normalize", ParamType::Bool, true},       {"scale", ParamType::Number, true},
-      {"nGroup", ParamType::Number, true},        {"topKGroup", ParamType::Number, true},
-      {"groupTopK", ParamType::Number, true},     {"selectionBias", ParamType::Bool, true},
-      {"layout", ParamType::String, true},        {"activation", ParamType::String, true},
+      {"topK", ParamType::Number, false},     {"scoring", ParamType::String, true},
+      {"normalize", ParamType::Bool, true},   {"scale", ParamType::Number, true},
+      {"nGroup", ParamType::Number, true},    {"topKGroup", ParamType::Number, true},
+      {"groupTopK", ParamType::Number, true}, {"selectionBias", ParamType::Bool, true},
+      {"layout", ParamType::String, true},    {"activation", ParamType::String, true},
   };
   d.infer = infer_moe;
   d.run = run_moe;

@@ -71,8 +71,8 @@ Shape infer_sample(const std::vector<TensorDesc>& in, const Params& p) {
   check(in.size() == 1 || in.size() == 2, "sample takes logits and an optional history");
   check_f32(in, 0, "sample: logits");
   const Shape& ls = in[0].shape;
-  check(!ls.empty() && ls.back() >= 1, "sample: logits must have rank >= 1 and a non-empty last axis, got " +
-                                           shape_str(ls));
+  check(!ls.empty() && ls.back() >= 1,
+        "sample: logits must have rank >= 1 and a non-empty last axis, got " + shape_str(ls));
   int64_t hist = -1;
   if (in.size() == 2) {
     check_f32(in, 1, "sample: history");

@@ -1,0 +1,61 @@
+// Helpers the golden tests share: reading golden files and comparing tensors
+// with a tolerance (|got - want| <= atol + rtol * |want|, NaN only matches NaN).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "core/tensor.h"
+#include "graph/limits.h"
+#include "graph/wire.h"
+
+namespace bonfire::testing {
+
+inline std::filesystem::path source_dir() { return BONFIRE_SOURCE_DIR; }
+
+inline nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  return nlohmann::json::parse(f);
+}
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Compares `got` to a wire tensor; reports at most a few mismatches.
+inline ::testing::AssertionResult near(const Tensor& got, const nlohmann::json& want_json, double atol, double rtol) {
+  const Tensor want = tensor_from_json(want_json, "expected", Limits{});
+  const Tensor g = got.packed() ? to_f32(got) : got;
+  if (g.shape != want.shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(g.shape) << ", want " << shape_str(want.shape);
+  int bad = 0;
+  double worst = 0;
+  std::ostringstream msg;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double a = g.f32()[i], b = want.f32()[i];
+    bool ok;
+    if (std::isnan(b) || std::isnan(a))
+      ok = std::isnan(a) && std::isnan(b);
+    else if (std::isinf(b) || std::isinf(a))
+      ok = a == b;
+    else
+      ok = std::fabs(a - b) <= atol + rtol * std::fabs(b);
+    if (!ok) {
+      if (bad < 5) msg << " [" << i << "] got " << a << " want " << b << ";";
+      ++bad;
+    }
+    if (std::isfinite(a) && std::isfinite(b)) worst = std::max(worst, std::fabs(a - b));
+  }
+  if (bad) return ::testing::AssertionFailure() << bad << " of " << want.numel() << " values off:" << msg.str();
+  return ::testing::AssertionSuccess() << "max abs diff " << worst;
+}
+
+}  // namespace bonfire::testing
