@@ -254,3 +254,28 @@ TEST(GraphRun, LongChainReusesBuffers) {
 
 }  // namespace
 }  // namespace bonfire
+
+namespace bonfire {
+namespace {
+
+TEST(GraphFeatures, MissingFeatureIsRefusedWithItsName) {
+  const Limits limits;
+  Call c = Call::parse_text(R"({"inputs": {"x": {"shape": [1, 4], "data": [1, 2, 3, 4]},
+    "g": {"shape": [4], "data": [1, 1, 1, 1]}},
+    "nodes": [{"id": "a", "op": "rmsnorm", "in": ["x", "g"], "params": {"weightOffset": 1}}], "outputs": ["a"]})",
+                            limits);
+  std::set<std::string> have = implemented_features();
+  EXPECT_NO_THROW(require_features(c.graph, have));
+  have.erase("rmsnorm.weightOffset");
+  try {
+    require_features(c.graph, have);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, ErrorCode::UnsupportedFeature);
+    EXPECT_EQ(e.feature, "rmsnorm.weightOffset");
+    EXPECT_EQ(error_to_json(e)["feature"], "rmsnorm.weightOffset");
+  }
+}
+
+}  // namespace
+}  // namespace bonfire

@@ -1,5 +1,9 @@
 #include "apps/graph_command.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -69,9 +73,25 @@ void save_session(const std::string& dir, const std::string& id, const Session& 
   fs::rename(tmp, p);
 }
 
+// Sessions idle longer than this are deleted (PROTOCOL.md: sessions expire).
+constexpr auto kSessionIdle = std::chrono::minutes(30);
+
+void expire_sessions(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto age = now - e.last_write_time(ec);
+    if (!ec && age > kSessionIdle) fs::remove(e.path(), ec);
+  }
+}
+
 json run_one(const json& jcall, const json& cli_bind, SessionStore& store, const GraphRunOptions& opts) {
   const Limits limits;
   Call call = Call::parse(jcall, limits);
+  std::set<std::string> features = implemented_features();
+  for (const auto& f : opts.disabled_features) features.erase(f);
+  require_features(call.graph, features);
   for (const auto& [k, v] : cli_bind.items()) call.bind[k] = v;
   std::shared_ptr<Session> session;
   if (!call.session.empty()) {
@@ -91,8 +111,15 @@ json run_one(const json& jcall, const json& cli_bind, SessionStore& store, const
 
 }  // namespace
 
+std::string default_session_dir() {
+  if (const char* d = std::getenv("BONFIRE_SESSION_DIR")) return d;
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp && *tmp ? tmp : "/tmp") + "/bonfire-sessions-" + std::to_string(::getuid());
+}
+
 int graph_run_command(const GraphRunOptions& opts) {
   int status = 0;
+  if (!opts.session_dir.empty()) expire_sessions(opts.session_dir);
   json result;
   try {
     json j;

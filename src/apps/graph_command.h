@@ -11,7 +11,12 @@ struct GraphRunOptions {
   std::vector<std::string> binds;  // "k=v"
   std::string session_dir;         // sessions persist here between runs
   bool b64 = false;
+  std::vector<std::string> disabled_features;  // act as a worker without these
 };
+
+// Where sessions persist between runs unless --session-dir says otherwise:
+// $BONFIRE_SESSION_DIR, else ${TMPDIR:-/tmp}/bonfire-sessions-UID.
+std::string default_session_dir();
 
 int graph_run_command(const GraphRunOptions& opts);
 

@@ -2,11 +2,7 @@
 // spec/PROTOCOL.md ("Command line"); each lives in its own function here
 // until it grows enough to need a file.
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "apps/graph_command.h"
 #include "core/error.h"
@@ -27,8 +23,11 @@ int main(int argc, char** argv) {
   bonfire::GraphRunOptions gro;
   run->add_option("file", gro.file, "the graph call (JSON; a list of calls runs them in order)")->required();
   run->add_option("--bind", gro.binds, "k=v values for param expressions")->take_all();
+  gro.session_dir = bonfire::default_session_dir();
   run->add_option("--session-dir", gro.session_dir,
-                  "keep session tensors in this folder between runs (one file per session)");
+                  "where session tensors persist between runs; \"\" keeps them in memory only")
+      ->capture_default_str();
+  run->add_option("--disable-feature", gro.disabled_features, "run as a worker without this feature");
   run->add_flag("--b64", gro.b64, "write output tensors as base64");
   run->add_option("--threads", threads, "worker threads (default: all cores)");
 

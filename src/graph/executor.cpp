@@ -61,6 +61,12 @@ std::set<std::string> implemented_features() {
   return out;
 }
 
+void require_features(const Graph& g, const std::set<std::string>& available) {
+  for (const auto& f : g.features)
+    if (!available.count(f))
+      throw Error(ErrorCode::UnsupportedFeature, "no worker implements the feature \"" + f + "\" this graph uses", "", f);
+}
+
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
                     const WeightLookup& weights, Session* session, const Limits& limits) {
   const auto t0 = std::chrono::steady_clock::now();

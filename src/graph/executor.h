@@ -33,4 +33,9 @@ RunResult run_call(const Call& call, Session* session, const Limits& limits,
 // Every feature the manifest names; this engine implements all of them.
 std::set<std::string> implemented_features();
 
+// Throws Error(UnsupportedFeature) naming the first feature the graph uses
+// that `available` lacks (a worker that declared fewer features, or a
+// network where no worker has it).
+void require_features(const Graph& g, const std::set<std::string>& available);
+
 }  // namespace bonfire
