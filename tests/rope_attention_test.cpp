@@ -151,6 +151,10 @@ TEST(Attention, GroupedQuery) {
   check_attention(a, attn_params(a));
   a.KV = 1;  // multi-query
   check_attention(a, attn_params(a));
+  a.H = 8, a.KV = 2, a.T = 1, a.S = 9, a.pos_offset = 8;  // decode: head blocks split
+  check_attention(a, attn_params(a));
+  a.KV = 1, a.S = 200, a.pos_offset = 150;
+  check_attention(a, attn_params(a));
 }
 
 TEST(Attention, ValueWidthDiffers) {

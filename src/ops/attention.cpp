@@ -1,11 +1,12 @@
 // Scaled dot-product attention with grouped-query heads, causal and sliding
 // window masks, softcapping, ALiBi and an additive bias (docs/OPS.md).
 //
-// Each (head, query row) is one independent job: its visible keys are walked
-// in tiles with an online softmax (running max, running sum, accumulator
+// Each (head, query row) is independent: its visible keys are walked in
+// tiles with an online softmax (running max, running sum, accumulator
 // rescaled when the max grows), as flash attention does. No score matrix is
 // ever materialised, and masked tiles are never touched, so one decode step
-// against a long cache costs only the keys it can see.
+// against a long cache costs only the keys it can see. The query heads that
+// share a kv head run together, so K and V are read once per group.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -153,6 +154,14 @@ void visible_keys(const AttnConfig& c, int64_t pos, int64_t S, int64_t* lo, int6
   *hi = b;
 }
 
+// Online-softmax state of one query row of one head.
+struct RowState {
+  float max;   // running max of the scores seen
+  double sum;  // running sum of exp(score - max)
+  bool nan;    // a NaN score poisons the row, as it would the softmax
+  float* acc;  // running sum of exp(score - max) * v, Dv wide
+};
+
 void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
   const AttnConfig c = parse_attention(p);
   const int64_t H = c.heads, D = c.head_dim, KV = c.kv_heads, Dv = c.v_head_dim;
@@ -164,62 +173,81 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
   float* o = out.f32();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-  // Jobs are (head, row) with the head outermost, so neighbouring jobs read
-  // the same kv head. Small jobs are batched so threads are worth waking.
-  const int64_t grain = std::max<int64_t>(1, 16384 / (S * (D + Dv) + 1));
-  parallel_for(H * T, grain, [&](int64_t j0, int64_t j1) {
-    std::vector<float> acc(Dv);
-    float score[kKeyTile];
+  // A job is one query row of a block of `hb` query heads sharing one kv
+  // head, so each K/V row is fetched once for the whole block: decode
+  // against a long cache is bound by that traffic. Blocks shrink (down to
+  // one head) when there would be too few jobs to occupy the threads.
+  int64_t hb = group;
+  while (hb % 2 == 0 && (H / hb) * T < 2 * num_threads()) hb /= 2;
+  const int64_t blocks = H / hb;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (S * hb * (D + Dv) + 1));
+  parallel_for(blocks * T, grain, [&](int64_t j0, int64_t j1) {
+    std::vector<float> acc_buf(hb * Dv);
+    std::vector<RowState> st(hb);
+    std::vector<float> score(hb * kKeyTile);  // [head][key in tile]
     for (int64_t j = j0; j < j1; ++j) {
-      const int64_t h = j / T, t = j % T, g = h / group;
+      // Rows innermost: neighbouring jobs read the same kv head.
+      const int64_t h0 = (j / T) * hb, t = j % T, g = h0 / group;
       const int64_t pos = c.pos_offset + t;
-      const float* qr = q + t * H * D + h * D;
-      const float* brow = bias ? bias + ((bias_per_head ? h * T : 0) + t) * S : nullptr;
-      const float slope = c.slopes.empty() ? 0.0f : c.slopes[h];
-      float* orow = o + t * H * Dv + h * Dv;
+      const float* kh = k + g * D;
+      const float* vh = v + g * Dv;
+      for (int64_t b = 0; b < hb; ++b) st[b] = {kNegInf, 0.0, false, &acc_buf[b * Dv]};
+      std::fill(acc_buf.begin(), acc_buf.end(), 0.0f);
 
       int64_t lo, hi;
       visible_keys(c, pos, S, &lo, &hi);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      float max = kNegInf;  // running max of the scores seen
-      double sum = 0;       // running sum of exp(score - max)
-      bool nan = false;
       for (int64_t s0 = lo; s0 <= hi; s0 += kKeyTile) {
         const int64_t n = std::min(kKeyTile, hi + 1 - s0);
-        float tile_max = kNegInf;
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t s = s0 + i;
-          float x = simd::dot_f32(qr, k + s * KV * D + g * D, D) * c.scale;
-          if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
-          // ALiBi relative to the query: BLOOM's slope*s shifted per row.
-          if (slope != 0.0f) x += slope * (float)(s - pos);
-          if (brow) x += brow[s];
-          nan |= std::isnan(x);
-          score[i] = x;
-          tile_max = std::max(tile_max, x);
+        for (int64_t b = 0; b < hb; ++b) {
+          const int64_t h = h0 + b;
+          const float* qr = q + t * H * D + h * D;
+          const float* brow = bias ? bias + ((bias_per_head ? h * T : 0) + t) * S : nullptr;
+          const float slope = c.slopes.empty() ? 0.0f : c.slopes[h];
+          float* sc = &score[b * kKeyTile];
+          RowState& r = st[b];
+          float tile_max = kNegInf;
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t s = s0 + i;
+            float x = simd::dot_f32(qr, kh + s * KV * D, D) * c.scale;
+            if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+            // ALiBi relative to the query: BLOOM's slope*s shifted per row.
+            if (slope != 0.0f) x += slope * (float)(s - pos);
+            if (brow) x += brow[s];
+            r.nan |= std::isnan(x);
+            sc[i] = x;
+            tile_max = std::max(tile_max, x);
+          }
+          if (tile_max > r.max) {
+            // The terms so far were relative to a smaller max: shrink them.
+            const float corr = std::exp(r.max - tile_max);
+            r.sum *= corr;
+            simd::scale_f32(corr, r.acc, Dv);
+            r.max = tile_max;
+          }
+          // Turn scores into weights now; -inf (every key biased away)
+          // gives 0 and is skipped below.
+          for (int64_t i = 0; i < n; ++i) {
+            sc[i] = r.max == kNegInf ? 0.0f : std::exp(sc[i] - r.max);
+            r.sum += sc[i];
+          }
         }
-        if (tile_max == kNegInf) continue;  // every key here biased to -inf
-        if (tile_max > max) {
-          // The old terms were relative to a smaller max: shrink them.
-          const float corr = std::exp(max - tile_max);
-          sum *= corr;
-          simd::scale_f32(corr, acc.data(), Dv);
-          max = tile_max;
-        }
         for (int64_t i = 0; i < n; ++i) {
-          const float w = std::exp(score[i] - max);
-          if (w == 0.0f) continue;
-          sum += w;
-          simd::axpy_f32(w, v + (s0 + i) * KV * Dv + g * Dv, acc.data(), Dv);
+          const float* vr = vh + (s0 + i) * KV * Dv;
+          for (int64_t b = 0; b < hb; ++b)
+            if (score[b * kKeyTile + i] != 0.0f) simd::axpy_f32(score[b * kKeyTile + i], vr, st[b].acc, Dv);
         }
       }
-      if (nan) {
-        std::fill(orow, orow + Dv, std::numeric_limits<float>::quiet_NaN());
-      } else if (max == kNegInf) {
-        std::fill(orow, orow + Dv, 0.0f);  // no key visible: zeros, by decision
-      } else {
-        const float inv = (float)(1.0 / sum);
-        for (int64_t d = 0; d < Dv; ++d) orow[d] = acc[d] * inv;
+      for (int64_t b = 0; b < hb; ++b) {
+        const RowState& r = st[b];
+        float* orow = o + t * H * Dv + (h0 + b) * Dv;
+        if (r.nan) {
+          std::fill(orow, orow + Dv, std::numeric_limits<float>::quiet_NaN());
+        } else if (r.max == kNegInf) {
+          std::fill(orow, orow + Dv, 0.0f);  // no key visible: zeros, by decision
+        } else {
+          const float inv = (float)(1.0 / r.sum);
+          for (int64_t d = 0; d < Dv; ++d) orow[d] = r.acc[d] * inv;
+        }
       }
     }
   });

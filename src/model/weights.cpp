@@ -1,0 +1,67 @@
+#include "model/weights.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace bonfire {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorCode::BadGraph, path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorCode::BadGraph, path + ": not a regular file");
+  }
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = (size_t)st.st_size;
+  if (f->size_ > 0) {
+    void* p = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw Error(ErrorCode::BadGraph, path + ": cannot map (" + std::strerror(errno) + ")");
+    }
+    f->data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void WeightStore::add(const std::string& name, Tensor t, const std::string& source) {
+  auto it = tensors_.find(name);
+  if (it != tensors_.end())
+    throw Error(ErrorCode::BadGraph, source + ": tensor \"" + name + "\" is defined twice (also in " +
+                                         it->second.source + ")");
+  tensors_[name] = {std::move(t), source};
+}
+
+const Tensor* WeightStore::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second.tensor;
+}
+
+std::vector<std::string> WeightStore::names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : tensors_) out.push_back(k);
+  return out;
+}
+
+int64_t WeightStore::bytes() const {
+  int64_t n = 0;
+  for (const auto& [k, v] : tensors_) n += v.tensor.nbytes();
+  return n;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,49 @@
+// A model's tensors, by the Hugging Face name the IR uses, whatever file they
+// came from. Tensors are views into memory-mapped files (or buffers the store
+// owns, for the few that need converting), so opening a model reads headers,
+// not weights.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace bonfire {
+
+// A read-only memory mapping of a whole file. Throws Error(BadGraph) naming
+// the path when it cannot be opened.
+class MappedFile {
+ public:
+  static std::shared_ptr<MappedFile> open(const std::string& path);
+  ~MappedFile();
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+class WeightStore {
+ public:
+  // Adds a tensor; a second tensor of the same name is an error naming both files.
+  void add(const std::string& name, Tensor t, const std::string& source);
+  const Tensor* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+  size_t size() const { return tensors_.size(); }
+  int64_t bytes() const;
+
+ private:
+  struct Entry {
+    Tensor tensor;
+    std::string source;  // the file it came from, for errors
+  };
+  std::map<std::string, Entry> tensors_;
+};
+
+}  // namespace bonfire
