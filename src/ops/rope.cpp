@@ -44,12 +44,13 @@ std::string num_str(double v) {
   return std::to_string(v);
 }
 
-// Reads `scaling.key`: nullptr when absent or null; a number or bad_graph.
+// `scaling.key`, or nullptr when absent or null.
 const json* scaling_field(const json& s, const char* key) {
   auto it = s.find(key);
   if (it == s.end() || it->is_null()) return nullptr;
   return &*it;
 }
+// A number field: nullopt when absent, bad_graph when not a finite number.
 std::optional<double> scaling_num(const json& s, const char* key) {
   const json* v = scaling_field(s, key);
   if (!v) return std::nullopt;

@@ -1,0 +1,353 @@
+#include "model/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw Error(ErrorCode::BadGraph, source + ": " + what);
+}
+
+// The first of `keys` present (and not null) in j.
+const json* find_key(const json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (j.contains(k) && !j[k].is_null()) return &j[k];
+  return nullptr;
+}
+
+int64_t get_int(const json& j, std::initializer_list<const char*> keys, int64_t dflt, const std::string& src) {
+  const json* v = find_key(j, keys);
+  if (!v) return dflt;
+  if (!v->is_number()) fail(src, std::string(*keys.begin()) + " must be a number, got " + v->dump());
+  return v->get<int64_t>();
+}
+
+double get_num(const json& j, std::initializer_list<const char*> keys, double dflt, const std::string& src) {
+  const json* v = find_key(j, keys);
+  if (!v) return dflt;
+  if (!v->is_number()) fail(src, std::string(*keys.begin()) + " must be a number, got " + v->dump());
+  return v->get<double>();
+}
+
+bool get_bool(const json& j, std::initializer_list<const char*> keys, bool dflt) {
+  const json* v = find_key(j, keys);
+  return v && v->is_boolean() ? v->get<bool>() : dflt;
+}
+
+std::string get_str(const json& j, std::initializer_list<const char*> keys, const std::string& dflt) {
+  const json* v = find_key(j, keys);
+  return v && v->is_string() ? v->get<std::string>() : dflt;
+}
+
+std::vector<int64_t> id_list(const json* v) {
+  std::vector<int64_t> out;
+  if (!v) return out;
+  if (v->is_number_integer()) out.push_back(v->get<int64_t>());
+  if (v->is_array())
+    for (const auto& x : *v)
+      if (x.is_number_integer()) out.push_back(x.get<int64_t>());
+  return out;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail(path, "cannot be read");
+  try {
+    return json::parse(f);
+  } catch (const json::exception& e) {
+    fail(path, std::string("is not valid JSON (") + e.what() + ")");
+  }
+}
+
+// Keys most decoder-only families share (Llama's names).
+void read_common(const json& j, ModelConfig& c) {
+  const std::string& s = c.source;
+  c.vocab_size = get_int(j, {"vocab_size", "padded_vocab_size"}, 0, s);
+  c.hidden_size = get_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, 0, s);
+  c.n_layers = get_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, 0, s);
+  c.n_heads = get_int(j, {"num_attention_heads", "n_head", "n_heads"}, 0, s);
+  c.n_kv_heads = get_int(j, {"num_key_value_heads", "num_kv_heads", "n_head_kv"}, c.n_heads, s);
+  c.intermediate_size = get_int(j, {"intermediate_size", "n_inner", "ffn_hidden_size"}, 0, s);
+  c.max_position_embeddings = get_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, 0, s);
+  c.rope_theta = get_num(j, {"rope_theta", "rotary_emb_base"}, 10000, s);
+  if (const json* rs = find_key(j, {"rope_scaling", "rope_parameters"}); rs && rs->is_object()) {
+    c.rope_scaling = *rs;
+    // transformers 5 keeps theta inside rope_parameters.
+    if (rs->contains("rope_theta")) c.rope_theta = (*rs)["rope_theta"].get<double>();
+    const std::string type = get_str(*rs, {"rope_type", "type"}, "default");
+    if (type == "default") c.rope_scaling = nullptr;
+  }
+  c.partial_rotary_factor = get_num(j, {"partial_rotary_factor", "rotary_pct"}, 1.0, s);
+  c.norm_eps = get_num(j, {"rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps"}, 1e-6, s);
+  c.hidden_act = get_str(j, {"hidden_act", "hidden_activation", "activation_function"}, "silu");
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, false);
+  c.attention_bias = get_bool(j, {"attention_bias", "qkv_bias"}, false);
+  c.mlp_bias = get_bool(j, {"mlp_bias"}, false);
+  c.sliding_window = get_int(j, {"sliding_window"}, 0, s);
+  if (!get_bool(j, {"use_sliding_window"}, true)) c.sliding_window = 0;
+  c.bos_token_id = get_int(j, {"bos_token_id"}, -1, s);
+  c.eos_token_ids = id_list(find_key(j, {"eos_token_id"}));
+  c.pad_token_id = get_int(j, {"pad_token_id"}, -1, s);
+  if (const json* lt = find_key(j, {"layer_types"}); lt && lt->is_array())
+    for (const auto& t : *lt) c.layer_types.push_back(t.is_string() ? t.get<std::string>() : "");
+}
+
+void read_moe(const json& j, ModelConfig& c) {
+  const std::string& s = c.source;
+  c.n_experts = get_int(j, {"num_local_experts", "num_experts", "n_routed_experts"}, 0, s);
+  c.n_experts_per_tok = get_int(j, {"num_experts_per_tok"}, 0, s);
+  c.moe_intermediate_size = get_int(j, {"moe_intermediate_size"}, c.intermediate_size, s);
+  c.n_shared_experts = get_int(j, {"n_shared_experts"}, 0, s);
+  c.shared_expert_intermediate_size = get_int(j, {"shared_expert_intermediate_size"}, 0, s);
+  c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, c.family == "mixtral");
+  c.moe_layer_freq = get_int(j, {"decoder_sparse_step", "moe_layer_freq"}, 1, s);
+  c.mlp_only_layers = id_list(find_key(j, {"mlp_only_layers"}));
+}
+
+using FamilyFn = void (*)(const json&, ModelConfig&);
+
+void llama_like(const json& j, ModelConfig& c) { read_common(j, c); }
+
+void qwen3(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.qk_norm = true;
+}
+
+void moe_family(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  read_moe(j, c);
+  c.qk_norm = c.family == "qwen3_moe" || c.family == "olmoe";
+}
+
+void gemma(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm_weight_offset = true;
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+  c.hidden_act = get_str(j, {"hidden_activation", "hidden_act"}, "gelu_pytorch_tanh");
+  if (c.family == "gemma") return;
+  c.attn_logit_softcap = get_num(j, {"attn_logit_softcapping"}, 0, c.source);
+  c.final_logit_softcap = get_num(j, {"final_logit_softcapping"}, 0, c.source);
+  c.query_pre_attn_scalar = get_num(j, {"query_pre_attn_scalar"}, 0, c.source);
+  if (c.family == "gemma3_text") {
+    c.qk_norm = true;
+    c.rope_local_theta = get_num(j, {"rope_local_base_freq"}, 10000, c.source);
+  }
+  if (c.layer_types.empty()) {
+    // Gemma 2 alternates sliding and global layers; Gemma 3 has every
+    // sliding_window_pattern-th layer global.
+    const int64_t pattern = c.family == "gemma2" ? 2 : get_int(j, {"sliding_window_pattern"}, 6, c.source);
+    for (int64_t i = 0; i < c.n_layers; ++i)
+      c.layer_types.push_back((i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
+  }
+}
+
+void phi3(const json& j, ModelConfig& c) { read_common(j, c); }
+
+void gpt2(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
+  c.hidden_act = get_str(j, {"activation_function"}, "gelu_new");
+  if (c.intermediate_size == 0) c.intermediate_size = 4 * c.hidden_size;
+  c.attention_bias = c.mlp_bias = true;
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+  c.partial_rotary_factor = 0;  // learned absolute positions
+}
+
+void gpt_neox(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_eps"}, 1e-5, c.source);
+  c.hidden_act = get_str(j, {"hidden_act"}, "gelu");
+  c.parallel_residual = get_bool(j, {"use_parallel_residual"}, true);
+  c.attention_bias = get_bool(j, {"attention_bias"}, true);
+  c.mlp_bias = true;
+}
+
+void falcon(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
+  c.hidden_act = get_str(j, {"activation"}, "gelu");
+  const bool new_arch = get_bool(j, {"new_decoder_architecture"}, false);
+  const bool mqa = get_bool(j, {"multi_query"}, true);
+  c.n_kv_heads = new_arch ? get_int(j, {"num_kv_heads", "n_head_kv"}, c.n_heads, c.source) : mqa ? 1 : c.n_heads;
+  c.parallel_residual = new_arch || get_bool(j, {"parallel_attn"}, true);
+  c.alibi = get_bool(j, {"alibi"}, false);
+  c.attention_bias = c.mlp_bias = get_bool(j, {"bias"}, false);
+  if (c.intermediate_size == 0) c.intermediate_size = get_int(j, {"ffn_hidden_size"}, 4 * c.hidden_size, c.source);
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+}
+
+void bloom(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
+  c.hidden_act = "gelu_new";  // BloomGelu is the tanh approximation
+  c.alibi = true;
+  c.partial_rotary_factor = 0;
+  c.intermediate_size = 4 * c.hidden_size;
+  c.attention_bias = c.mlp_bias = true;
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+}
+
+void mpt(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
+  c.hidden_act = "gelu_exact";
+  c.intermediate_size = get_int(j, {"expansion_ratio"}, 4, c.source) * c.hidden_size;
+  const json attn = j.value("attn_config", json::object());
+  c.alibi = get_bool(attn, {"alibi"}, true);
+  c.alibi_max = get_num(attn, {"alibi_bias_max"}, 8, c.source);
+  c.partial_rotary_factor = 0;
+  c.attention_bias = c.mlp_bias = !get_bool(j, {"no_bias"}, true);
+  c.tie_word_embeddings = true;
+}
+
+void granite(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.attention_multiplier = get_num(j, {"attention_multiplier"}, 0, c.source);
+  c.embedding_multiplier = get_num(j, {"embedding_multiplier"}, 0, c.source);
+  c.residual_multiplier = get_num(j, {"residual_multiplier"}, 0, c.source);
+  c.logits_scaling = get_num(j, {"logits_scaling"}, 0, c.source);
+}
+
+void deepseek_v3(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  read_moe(j, c);
+  const std::string& s = c.source;
+  c.moe_scoring = get_str(j, {"scoring_func"}, "sigmoid");
+  c.routed_scaling_factor = get_num(j, {"routed_scaling_factor"}, 1.0, s);
+  c.n_group = get_int(j, {"n_group"}, 0, s);
+  c.topk_group = get_int(j, {"topk_group"}, 0, s);
+  c.first_k_dense_replace = get_int(j, {"first_k_dense_replace"}, 0, s);
+  c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, true);
+  c.q_lora_rank = get_int(j, {"q_lora_rank"}, 0, s);
+  c.kv_lora_rank = get_int(j, {"kv_lora_rank"}, 0, s);
+  c.qk_rope_head_dim = get_int(j, {"qk_rope_head_dim"}, 0, s);
+  c.qk_nope_head_dim = get_int(j, {"qk_nope_head_dim"}, 0, s);
+  c.v_head_dim = get_int(j, {"v_head_dim"}, 0, s);
+  c.head_dim = c.qk_rope_head_dim + c.qk_nope_head_dim;
+  c.rope_interleaved = get_bool(j, {"rope_interleave"}, true);
+}
+
+void lfm2(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  const std::string& s = c.source;
+  c.conv_kernel = get_int(j, {"conv_L_cache"}, 3, s);
+  c.norm_eps = get_num(j, {"norm_eps"}, 1e-5, s);
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings", "tie_embedding"}, true);
+  if (c.layer_types.empty()) {
+    const auto full = id_list(find_key(j, {"full_attn_idxs"}));
+    for (int64_t i = 0; i < c.n_layers; ++i)
+      c.layer_types.push_back(std::count(full.begin(), full.end(), i) ? "full_attention" : "conv");
+  }
+  // LFM2 sizes its feed-forward from block_ff_dim with auto-adjustment.
+  int64_t ff = get_int(j, {"block_ff_dim", "intermediate_size"}, c.intermediate_size, s);
+  if (get_bool(j, {"block_auto_adjust_ff_dim"}, false)) {
+    ff = 2 * ff / 3;
+    const double mult = get_num(j, {"block_ffn_dim_multiplier"}, 1.0, s);
+    ff = (int64_t)(mult * ff);
+    const int64_t m = get_int(j, {"block_multiple_of"}, 256, s);
+    ff = m * ((ff + m - 1) / m);
+  }
+  c.intermediate_size = ff;
+  c.qk_norm = true;
+}
+
+struct Family {
+  const char* name;
+  FamilyFn fn;
+};
+
+const Family kFamilies[] = {
+    {"llama", llama_like},   {"mistral", llama_like},        {"mixtral", moe_family},   {"qwen2", llama_like},
+    {"qwen2_moe", moe_family}, {"qwen3", qwen3},             {"qwen3_moe", moe_family}, {"gemma", gemma},
+    {"gemma2", gemma},       {"gemma3_text", gemma},         {"phi3", phi3},            {"gpt2", gpt2},
+    {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
+    {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
+};
+
+void check_config(const ModelConfig& c) {
+  auto need = [&](int64_t v, const char* what) {
+    if (v <= 0) fail(c.source, std::string(what) + " must be a positive number (model_type " + c.family + ")");
+  };
+  need(c.vocab_size, "vocab_size");
+  need(c.hidden_size, "hidden_size");
+  need(c.n_layers, "the layer count");
+  need(c.n_heads, "the head count");
+  need(c.n_kv_heads, "the key/value head count");
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail(c.source, "num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
+                       std::to_string(c.n_kv_heads));
+  if (!c.layer_types.empty() && (int64_t)c.layer_types.size() != c.n_layers)
+    fail(c.source, "layer_types has " + std::to_string(c.layer_types.size()) + " entries for " +
+                       std::to_string(c.n_layers) + " layers");
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_families() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& f : kFamilies) v.push_back(f.name);
+    return v;
+  }();
+  return names;
+}
+
+ModelConfig parse_hf_config(const json& j, const std::string& source) {
+  if (!j.is_object()) fail(source, "config.json must be a JSON object");
+  ModelConfig c;
+  c.source = source;
+  c.raw = j;
+  c.family = get_str(j, {"model_type"}, "");
+  // Gemma 3's multimodal config nests the text model.
+  if (c.family == "gemma3" && j.contains("text_config")) return parse_hf_config(j["text_config"], source);
+  const Family* fam = nullptr;
+  for (const auto& f : kFamilies)
+    if (c.family == f.name) fam = &f;
+  if (!fam) {
+    std::string names;
+    for (const auto& f : kFamilies) names += std::string(names.empty() ? "" : ", ") + f.name;
+    fail(source, "model_type \"" + c.family + "\" is not one bonfire knows (" + names + ")");
+  }
+  fam->fn(j, c);
+  if (c.head_dim == 0)
+    c.head_dim = get_int(j, {"head_dim"}, c.n_heads > 0 ? c.hidden_size / c.n_heads : 0, source);
+  check_config(c);
+  return c;
+}
+
+ModelConfig load_hf_config(const std::string& path) {
+  const std::string file = fs::is_directory(path) ? (fs::path(path) / "config.json").string() : path;
+  return parse_hf_config(read_json_file(file), file);
+}
+
+GenerationConfig load_generation_config(const std::string& path) {
+  GenerationConfig g;
+  const std::string file = fs::is_directory(path) ? (fs::path(path) / "generation_config.json").string() : path;
+  if (!fs::exists(file)) return g;
+  const json j = read_json_file(file);
+  g.eos_token_ids = id_list(find_key(j, {"eos_token_id"}));
+  g.bos_token_id = get_int(j, {"bos_token_id"}, -1, file);
+  g.do_sample = get_bool(j, {"do_sample"}, false);
+  g.temperature = get_num(j, {"temperature"}, 1.0, file);
+  g.top_k = get_int(j, {"top_k"}, 0, file);
+  g.top_p = get_num(j, {"top_p"}, 1.0, file);
+  g.repetition_penalty = get_num(j, {"repetition_penalty"}, 1.0, file);
+  g.max_new_tokens = get_int(j, {"max_new_tokens"}, 0, file);
+  return g;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,156 @@
+// GGUF's `<arch>.*` hyperparameter keys (as llama.cpp's converter writes
+// them) into ModelConfig, so a GGUF file and the HF folder it was converted
+// from describe the same model.
+#include <cmath>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct ArchName {
+  const char* gguf;
+  const char* hf;
+};
+
+// llama.cpp's architecture names for the HF families.
+const ArchName kArchs[] = {
+    {"llama", "llama"},     {"qwen2", "qwen2"},       {"qwen2moe", "qwen2_moe"}, {"qwen3", "qwen3"},
+    {"qwen3moe", "qwen3_moe"}, {"gemma", "gemma"},    {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},
+    {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
+    {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
+    {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},
+};
+
+class Keys {
+ public:
+  Keys(const json& kv, std::string arch, std::string source) : kv_(kv), arch_(std::move(arch)), src_(std::move(source)) {}
+  const json* find(const std::string& key) const {
+    const std::string k = arch_ + "." + key;
+    return kv_.contains(k) ? &kv_[k] : nullptr;
+  }
+  // Per-layer keys may be arrays (e.g. LFM2's head_count_kv); take the largest.
+  double num(const std::string& key, double dflt) const {
+    const json* v = find(key);
+    if (!v) return dflt;
+    if (v->is_array()) {
+      double m = dflt;
+      for (const auto& x : *v)
+        if (x.is_number()) m = std::isnan(m) || x.get<double>() > m ? x.get<double>() : m;
+      return m;
+    }
+    if (!v->is_number()) throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " is not a number");
+    return v->get<double>();
+  }
+  int64_t integer(const std::string& key, int64_t dflt) const { return (int64_t)num(key, (double)dflt); }
+  bool flag(const std::string& key, bool dflt) const {
+    const json* v = find(key);
+    return v && v->is_boolean() ? v->get<bool>() : dflt;
+  }
+
+ private:
+  const json& kv_;
+  std::string arch_, src_;
+};
+
+}  // namespace
+
+ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
+  if (!kv.contains("general.architecture") || !kv["general.architecture"].is_string())
+    throw Error(ErrorCode::BadGraph, source + ": no general.architecture key");
+  const std::string arch = kv["general.architecture"].get<std::string>();
+  ModelConfig c;
+  c.source = source;
+  c.raw = nullptr;
+  for (const auto& a : kArchs)
+    if (arch == a.gguf) c.family = a.hf;
+  if (c.family.empty())
+    throw Error(ErrorCode::BadGraph, source + ": GGUF architecture \"" + arch + "\" is not one bonfire knows");
+  const Keys k(kv, arch, source);
+
+  c.hidden_size = k.integer("embedding_length", 0);
+  c.n_layers = k.integer("block_count", 0);
+  c.n_heads = k.integer("attention.head_count", 0);
+  c.n_kv_heads = k.integer("attention.head_count_kv", c.n_heads);
+  c.intermediate_size = k.integer("feed_forward_length", 0);
+  c.max_position_embeddings = k.integer("context_length", 0);
+  c.vocab_size = k.integer("vocab_size", 0);
+  if (c.vocab_size == 0 && kv.contains("tokenizer.ggml.tokens")) c.vocab_size = (int64_t)kv["tokenizer.ggml.tokens"].size();
+  c.head_dim = k.integer("attention.key_length", c.n_heads ? c.hidden_size / c.n_heads : 0);
+  c.rope_theta = k.num("rope.freq_base", 10000);
+  const int64_t rope_dims = k.integer("rope.dimension_count", c.head_dim);
+  c.partial_rotary_factor = c.head_dim ? (double)rope_dims / (double)c.head_dim : 1.0;
+  if (const json* t = k.find("rope.scaling.type"); t && t->is_string() && *t != "none") {
+    c.rope_scaling = {{"rope_type", *t}, {"factor", k.num("rope.scaling.factor", 1.0)}};
+    if (k.find("rope.scaling.original_context_length"))
+      c.rope_scaling["original_max_position_embeddings"] = k.integer("rope.scaling.original_context_length", 0);
+  }
+  const bool layernorm = k.find("attention.layer_norm_epsilon") != nullptr;
+  c.norm = layernorm ? "layernorm" : "rmsnorm";
+  c.norm_eps = layernorm ? k.num("attention.layer_norm_epsilon", 1e-5) : k.num("attention.layer_norm_rms_epsilon", 1e-6);
+  c.sliding_window = k.integer("attention.sliding_window", 0);
+  c.attn_logit_softcap = k.num("attn_logit_softcapping", 0);
+  c.final_logit_softcap = k.num("final_logit_softcapping", 0);
+  c.alibi = arch == "bloom" || arch == "mpt" || k.find("attention.max_alibi_bias") != nullptr;
+  c.alibi_max = k.num("attention.max_alibi_bias", 8);
+  if (c.alibi) c.partial_rotary_factor = 0;
+
+  c.n_experts = k.integer("expert_count", 0);
+  c.n_experts_per_tok = k.integer("expert_used_count", 0);
+  c.moe_intermediate_size = k.integer("expert_feed_forward_length", c.intermediate_size);
+  c.n_shared_experts = k.integer("expert_shared_count", 0);
+  c.shared_expert_intermediate_size = k.integer("expert_shared_feed_forward_length", 0);
+  c.norm_topk_prob = k.flag("expert_weights_norm", arch == "llama" && c.n_experts > 0);
+  c.routed_scaling_factor = k.num("expert_weights_scale", 1.0);
+  c.moe_scoring = k.integer("expert_gating_func", 1) == 2 ? "sigmoid" : "softmax";
+  c.first_k_dense_replace = k.integer("leading_dense_block_count", 0);
+  c.n_group = k.integer("expert_group_count", 0);
+  c.topk_group = k.integer("expert_group_used_count", 0);
+
+  c.q_lora_rank = k.integer("attention.q_lora_rank", 0);
+  c.kv_lora_rank = k.integer("attention.kv_lora_rank", 0);
+  if (c.kv_lora_rank > 0) {
+    c.qk_rope_head_dim = rope_dims;
+    c.qk_nope_head_dim = c.head_dim - rope_dims;
+    c.v_head_dim = k.integer("attention.value_length", c.head_dim);
+  }
+  c.conv_kernel = k.integer("shortconv.l_cache", 0);
+  c.attention_multiplier = k.num("attention.scale", 0);
+  c.embedding_multiplier = k.num("embedding_scale", 0);
+  c.residual_multiplier = k.num("residual_scale", 0);
+  c.logits_scaling = k.num("logit_scale", 0);
+
+  if (c.family == "gemma" || c.family == "gemma2" || c.family == "gemma3_text") {
+    c.norm_weight_offset = true;
+    c.hidden_act = "gelu_pytorch_tanh";
+    c.qk_norm = c.family == "gemma3_text";
+  }
+  if (c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "olmoe" || c.family == "lfm2") c.qk_norm = true;
+  if (c.family == "gpt2" || c.family == "bloom") c.hidden_act = "gelu_new";
+  if (c.family == "gpt_neox" || c.family == "falcon") c.hidden_act = "gelu";
+  if (c.family == "mpt") c.hidden_act = "gelu_exact";
+  if (c.family == "lfm2") {
+    // Conv layers announce no KV heads in the per-layer array.
+    if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
+      for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : "conv");
+  }
+
+  auto id = [&](const char* key) {
+    return kv.contains(key) && kv[key].is_number() ? kv[key].get<int64_t>() : int64_t(-1);
+  };
+  c.bos_token_id = id("tokenizer.ggml.bos_token_id");
+  if (id("tokenizer.ggml.eos_token_id") >= 0) c.eos_token_ids = {id("tokenizer.ggml.eos_token_id")};
+  if (id("tokenizer.ggml.eot_token_id") >= 0 && id("tokenizer.ggml.eot_token_id") != id("tokenizer.ggml.eos_token_id"))
+    c.eos_token_ids.push_back(id("tokenizer.ggml.eot_token_id"));
+  c.pad_token_id = id("tokenizer.ggml.padding_token_id");
+  if (c.hidden_size <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.vocab_size <= 0)
+    throw Error(ErrorCode::BadGraph, source + ": GGUF lacks " + arch + ".embedding_length, block_count, "
+                                              "attention.head_count or a vocabulary");
+  return c;
+}
+
+}  // namespace bonfire
