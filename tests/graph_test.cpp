@@ -34,9 +34,6 @@ Outcome run_text(const std::string& text, Session* session = nullptr, const Limi
   return o;
 }
 
-const char* kAdd = R"({"inputs": {"a": {"shape": [2], "data": [1, 2]}},
-  "nodes": [{"id": "y", "op": "add", "in": ["a", "a"]}], "outputs": ["y"]})";
-
 TEST(GraphErrors, MalformedJson) {
   Outcome o = run_text(R"({"inputs": {)");
   EXPECT_EQ(o.code, "bad_graph");

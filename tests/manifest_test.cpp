@@ -45,11 +45,13 @@ TEST(Manifest, RegistryMatchesManifest) {
       got.insert(f.name);
       EXPECT_TRUE(m["features"].contains(f.name)) << f.name;
       for (const auto& p : f.params) EXPECT_NE(def->param(p), nullptr) << f.name << " names unknown param " << p;
-      if (f.input >= 0) EXPECT_LT(f.input, def->max_inputs) << f.name;
+      if (f.input >= 0) {
+        EXPECT_LT(f.input, def->max_inputs) << f.name;
+      }
     }
     EXPECT_EQ(got, want) << name;
-    if (op.contains("mutatesInput")) EXPECT_EQ(def->mutates_input, op["mutatesInput"].get<int>()) << name;
-    if (op.contains("writesInput")) EXPECT_EQ(def->writes_input, op["writesInput"].get<int>()) << name;
+    EXPECT_EQ(def->mutates_input, op.value("mutatesInput", -1)) << name;
+    EXPECT_EQ(def->writes_input, op.value("writesInput", -1)) << name;
     EXPECT_NE(def->infer, nullptr) << name;
     EXPECT_NE(def->run, nullptr) << name;
   }
@@ -81,7 +83,9 @@ TEST(Manifest, VendoredSpecEqualsShared) {
   }
   EXPECT_GT(files, 3u);
   for (const auto& e : fs::recursive_directory_iterator(mine))
-    if (e.is_regular_file()) EXPECT_TRUE(fs::exists(shared / fs::relative(e.path(), mine))) << e.path();
+    if (e.is_regular_file()) {
+      EXPECT_TRUE(fs::exists(shared / fs::relative(e.path(), mine))) << e.path();
+    }
 }
 
 TEST(Manifest, EmbeddedTextIsTheVendoredFile) {

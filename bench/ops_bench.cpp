@@ -1,0 +1,106 @@
+// Decode-shaped kernel throughput beside the machine's own read bandwidth,
+// measured in the same process: a 1-row matmul against a packed weight is
+// bound by how fast the weight streams from memory, so the honest reference
+// is a plain sum over the same number of bytes.
+//
+//   build/ops_bench [--threads N]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/threads.h"
+#include "ops/gemm.h"
+
+using namespace bonfire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Best-of-N time of fn, after one warm-up call.
+template <typename F>
+double best_time(F fn, int reps) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
+}
+
+// Read bandwidth: every thread sums its share of a buffer of `bytes`.
+double read_bandwidth(const std::vector<uint64_t>& buf) {
+  volatile uint64_t sink = 0;
+  const double t = best_time(
+      [&] {
+        std::vector<uint64_t> part(64, 0);
+        parallel_for((int64_t)buf.size(), 1 << 16, [&](int64_t b, int64_t e) {
+          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          int64_t i = b;
+          for (; i + 4 <= e; i += 4) {
+            s0 += buf[i];
+            s1 += buf[i + 1];
+            s2 += buf[i + 2];
+            s3 += buf[i + 3];
+          }
+          for (; i < e; ++i) s0 += buf[i];
+          sink = sink + s0 + s1 + s2 + s3;
+        });
+      },
+      5);
+  return (double)buf.size() * 8 / t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0;
+  std::string only;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--only") only = argv[i + 1];
+  }
+  set_num_threads(threads);
+  // TinyLlama's feed-forward: [5632, 2048] weights, three per layer.
+  const int64_t N = 5632, K = 2048;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0, 0.02f);
+  std::vector<float> w(N * K), x(K), y(N);
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+
+  std::vector<uint64_t> big(256u << 20 >> 3);  // 256 MiB, past every cache
+  for (size_t i = 0; i < big.size(); ++i) big[i] = i;
+  const double bw = read_bandwidth(big);
+  std::printf("threads %d, read bandwidth %.1f GB/s (the reference)\n", num_threads(), bw / 1e9);
+  std::printf("%-6s %12s %10s %10s %12s\n", "dtype", "weight MB", "us/call", "GB/s", "of bandwidth");
+
+  // Many copies so the weight does not sit in cache between calls.
+  const int copies = 24;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    if (!only.empty() && only != dtype_name(t)) continue;
+    const int64_t rb = row_bytes(t, K);
+    std::vector<std::vector<uint8_t>> packed(copies, std::vector<uint8_t>(N * rb));
+    for (auto& p : packed)
+      for (int64_t r = 0; r < N; ++r) quantize_row(t, &w[r * K], p.data() + r * rb, K);
+    int which = 0;
+    const double sec = best_time(
+        [&] {
+          WeightRows wr{t, packed[which].data(), N, K};
+          gemm_nt(x.data(), 1, K, wr, y.data(), N);
+          which = (which + 1) % copies;
+        },
+        copies * 2);
+    const double bytes = (double)N * rb;
+    std::printf("%-6s %12.1f %10.1f %10.1f %11.0f%%\n", dtype_name(t), bytes / 1e6, sec * 1e6, bytes / sec / 1e9,
+                100 * bytes / sec / bw);
+  }
+  return 0;
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Write a small random model both as a Hugging Face folder and as GGUF files.
+
+    write_test_model.py --family llama --out DIR [--tokenizer FOLDER]
+        [--layers 2 --hidden 64 --heads 4 --kv-heads 2 --vocab N --seed 0
+         --dtype bf16 --gguf f32,f16,q8_0,q4_0]
+
+DIR/hf/ gets config.json (as transformers serializes the family's config
+class), model.safetensors (HF tensor names and shapes), generation_config.json
+and tokenizer.json + tokenizer_config.json (copied from FOLDER, or a small
+synthetic tokenizer). DIR/model-<type>.gguf gets what llama.cpp's
+convert_hf_to_gguf.py would write for that folder (f32, f16, bf16, q8_0), and
+for q4_0 what llama_model_quantize makes of the f32 file.
+
+The weights are rounded to --dtype first, so the f32 GGUF holds exactly the
+safetensors values. Needs only numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from modelwriter.families import FAMILIES, FILE_TYPE_PLACEHOLDER, Dims, Family, Weights, merge_kvs  # noqa: E402
+from modelwriter.formats import (LLAMA_FTYPE, GGUFFile, GGUFTensor, encode_tensor, kv_str,  # noqa: E402
+                                 kv_u32, write_gguf, write_safetensors)
+from modelwriter.tensor_types import convert_type, quantize_types  # noqa: E402
+from modelwriter import tokenizers as tk  # noqa: E402
+
+TRANSFORMERS_VERSION = "4.55.4"
+TORCH_DTYPE = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+ST_DTYPE = {"bf16": "BF16", "f16": "F16", "f32": "F32"}
+GGUF_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+
+
+def size_label(tensors: list[tuple[str, np.ndarray]]) -> str:
+    """gguf-py's size_label(): total parameters, or <experts>x<per-expert size> for MoE."""
+    total = shared = expert = expert_sum = n_expert_tensors = 0
+    for name, arr in tensors:
+        n = int(arr.size)
+        total += n
+        if "_exps." in name and arr.ndim >= 3:
+            count = arr.shape[-2 if ".bias" in name else 0]
+            expert += n // count
+            expert_sum += count
+            n_expert_tensors += 1
+        else:
+            shared += n
+    expert_count = expert_sum // n_expert_tensors if n_expert_tensors else 0
+    count = shared + expert if expert_count else total
+
+    if count > 1e12:
+        scaled, suffix = count * 1e-12, "T"
+    elif count > 1e9:
+        scaled, suffix = count * 1e-9, "B"
+    elif count > 1e6:
+        scaled, suffix = count * 1e-6, "M"
+    else:
+        scaled, suffix = count * 1e-3, "K"
+    fix = max(2 - len(str(round(scaled)).lstrip("0")), 0)
+    label = f"{scaled:.{fix}f}{suffix}"
+    return f"{expert_count}x{label}" if expert_count else label
+
+
+def build_tokenizer(family: Family, folder: str | None) -> tuple[dict, dict, tk.TokenizerInfo]:
+    if folder:
+        tok, cfg = tk.read_tokenizer_folder(Path(folder))
+    elif family.tokenizer_kind in ("spm", "spm-llama"):
+        tok, cfg = tk.synthetic_spm_bpe(style="gemma" if family.tokenizer_kind == "spm" else "llama",
+                                        chat_tokens=family.chat_tokens, eos_token=family.eos_token)
+    else:
+        tok, cfg = tk.synthetic_byte_bpe(tokenizer_class=family.tokenizer_class)
+    return tok, cfg, tk.load_tokenizer(tok, cfg)
+
+
+def gguf_kvs(family: Family, cfg: dict, name: str, tensors: list[tuple[str, np.ndarray]],
+             info: tk.TokenizerInfo, pre: str | None) -> list:
+    arch = family.gguf_arch
+    kvs = [kv_str("general.architecture", arch), kv_str("general.type", "model"), kv_str("general.name", name),
+           kv_str("general.size_label", size_label(tensors)), kv_u32("general.alignment", 32)]
+    params = family.gguf_params(cfg)
+    if not family.writes_file_type:
+        params = [kv for kv in params if kv is not FILE_TYPE_PLACEHOLDER]
+    kvs += params
+    kvs.append(kv_u32("general.quantization_version", 2))
+    extras = family.vocab_extras(cfg)
+    space_prefix = extras.get("add_space_prefix")
+    if info.kind == "spm" and space_prefix is None and not tk.spm_prepends_space(info.tokenizer):
+        space_prefix = False
+    kvs += tk.gguf_vocab(info, cfg["vocab_size"], cfg, pre=pre, add_space_prefix_key=space_prefix)
+    return merge_kvs(kvs)
+
+
+def with_file_type(kvs: list, out_type: str, append_if_missing: bool) -> list:
+    out, seen = [], False
+    for kv in kvs:
+        if kv.key == "general.file_type":
+            kv = kv_u32("general.file_type", LLAMA_FTYPE[out_type])
+            seen = True
+        out.append(kv)
+    if not seen and append_if_missing:
+        out.append(kv_u32("general.file_type", LLAMA_FTYPE[out_type]))
+    return out
+
+
+def write_ggufs(out_dir: Path, family: Family, kvs: list, tensors: list[tuple[str, np.ndarray]],
+                types: list[str]) -> list[Path]:
+    written = []
+    q4 = quantize_types([(n, a.shape) for n, a in tensors], family.gguf_arch, "q4_0") if "q4_0" in types else {}
+    for out_type in types:
+        if out_type == "q4_0":
+            # llama_model_quantize copies the f32 file's keys and sets general.file_type
+            file_kvs = with_file_type(kvs, "q4_0", append_if_missing=True)
+            ggml_types = q4
+        else:
+            file_kvs = with_file_type(kvs, out_type, append_if_missing=False)
+            ggml_types = {n: convert_type(n, a.shape, out_type) for n, a in tensors}
+        gguf = GGUFFile(kvs=[kv for kv in file_kvs if kv.value != -1])
+        for name, arr in tensors:
+            gguf.tensors.append(GGUFTensor(name, tuple(arr.shape), ggml_types[name], encode_tensor(arr, ggml_types[name])))
+        path = out_dir / f"model-{out_type}.gguf"
+        write_gguf(path, gguf)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", required=True, choices=sorted(FAMILIES), help="config.json model_type")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--tokenizer", help="folder with tokenizer.json (+ tokenizer_config.json) to embed")
+    ap.add_argument("--pre", help="override tokenizer.ggml.pre for byte-level BPE tokenizers")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, help="default: hidden/heads (2*hidden/heads for qwen3*, gemma3_text)")
+    ap.add_argument("--intermediate", type=int, help="MLP width (default 2*hidden)")
+    ap.add_argument("--experts", type=int, default=4)
+    ap.add_argument("--experts-used", type=int, default=2)
+    ap.add_argument("--moe-intermediate", type=int, help="expert MLP width (default hidden)")
+    ap.add_argument("--vocab", type=int, help="vocab_size (default: tokenizer size rounded up to --vocab-multiple)")
+    ap.add_argument("--vocab-multiple", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--std", type=float, default=0.02, help="standard deviation of the random weights")
+    ap.add_argument("--dtype", choices=sorted(ST_DTYPE), default="bf16", help="safetensors dtype")
+    ap.add_argument("--gguf", default="f32,f16,q8_0,q4_0", help=f"comma list of {', '.join(GGUF_TYPES)}; '' for none")
+    args = ap.parse_args(argv)
+
+    family = FAMILIES[args.family]
+    types = [t for t in args.gguf.split(",") if t]
+    for t in types:
+        if t not in GGUF_TYPES:
+            ap.error(f"unknown GGUF type {t}")
+
+    tok, tok_cfg, info = build_tokenizer(family, args.tokenizer)
+    if args.vocab is not None:
+        vocab = args.vocab
+    else:
+        m = args.vocab_multiple
+        vocab = (info.size + m - 1) // m * m
+    if vocab < info.size:
+        ap.error(f"--vocab {vocab} is smaller than the tokenizer ({info.size} ids)")
+    ids = info.special_ids
+    dims = Dims(hidden=args.hidden, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads,
+                head_dim=args.head_dim, intermediate=args.intermediate, vocab=vocab, experts=args.experts,
+                experts_used=args.experts_used, moe_intermediate=args.moe_intermediate,
+                bos_id=ids.get("bos", ids.get("eos", 0)), eos_id=ids.get("eos", 0), pad_id=ids.get("pad"))
+
+    cfg = family.config(dims)
+    cfg["torch_dtype"] = TORCH_DTYPE[args.dtype]
+    cfg["transformers_version"] = TRANSFORMERS_VERSION
+    cfg = dict(sorted(cfg.items()))
+    weights = Weights(args.seed, ST_DTYPE[args.dtype], args.std)
+    family.hf_tensors(cfg, weights)
+
+    hf_dir = args.out / "hf"
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    (hf_dir / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    gen = {"_from_model_config": True, "bos_token_id": cfg.get("bos_token_id"), "eos_token_id": cfg.get("eos_token_id"),
+           "transformers_version": TRANSFORMERS_VERSION}
+    if cfg.get("pad_token_id") is not None:
+        gen["pad_token_id"] = cfg["pad_token_id"]
+    (hf_dir / "generation_config.json").write_text(json.dumps(gen, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if args.tokenizer:
+        src = Path(args.tokenizer)
+        (hf_dir / "tokenizer.json").write_bytes((src / "tokenizer.json").read_bytes())
+        if (src / "tokenizer_config.json").is_file():
+            (hf_dir / "tokenizer_config.json").write_bytes((src / "tokenizer_config.json").read_bytes())
+    else:
+        (hf_dir / "tokenizer.json").write_text(json.dumps(tok, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (hf_dir / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2, ensure_ascii=False) + "\n",
+                                                      encoding="utf-8")
+    write_safetensors(hf_dir / "model.safetensors", weights.tensors, ST_DTYPE[args.dtype])
+
+    written = [hf_dir]
+    if types:
+        tensors = family.gguf_tensors(cfg, weights.tensors)
+        kvs = gguf_kvs(family, cfg, f"bonfire-test-{family.model_type}", tensors, info, args.pre)
+        written += write_ggufs(args.out, family, kvs, tensors, types)
+    for p in written:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
