@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/graph_command.h"
+#include "apps/model_commands.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "spec/manifest.h"
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   run->add_flag("--b64", gro.b64, "write output tensors as base64");
   run->add_option("--threads", threads, "worker threads (default: all cores)");
 
+  auto model_command = bonfire::add_model_commands(app);
+
   CLI11_PARSE(app, argc, argv);
   bonfire::set_num_threads(threads);
 
@@ -39,5 +42,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*run) return bonfire::graph_run_command(gro);
+  if (const int status = model_command(); status >= 0) return status;
   return 0;
 }

@@ -102,6 +102,30 @@ float DotQ4_0(const BlockQ4_0* b, const float* x, int64_t n) {
   return total;
 }
 
+// Every other format (and the raw integer types): expand 256 elements at a
+// time with the scalar dequantizer, which is bit-identical to ggml's, and dot
+// the floats. 256 is a whole number of blocks of every format.
+// Out of line so the compiler does not reason about tmp's bounds in DotF32's
+// scalar tail (a false -Waggressive-loop-optimizations warning).
+HWY_NOINLINE float DotBuffer(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
+
+float DotExpanded(DType t, const uint8_t* row, const float* x, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  HWY_ALIGN float tmp[kChunk];
+  const int64_t chunk_bytes = row_bytes(t, kChunk);
+  float total = 0;
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk, row += chunk_bytes) {
+    dequantize_row(t, row, tmp, kChunk);
+    total += DotBuffer(tmp, x + i, kChunk);
+  }
+  if (i < n) {
+    dequantize_row(t, row, tmp, n - i);
+    total += DotBuffer(tmp, x + i, n - i);
+  }
+  return total;
+}
+
 float DotRow(DType t, const void* row, const float* x, int64_t n) {
   switch (t) {
     case DType::F32: return DotF32(static_cast<const float*>(row), x, n);
@@ -109,8 +133,8 @@ float DotRow(DType t, const void* row, const float* x, int64_t n) {
     case DType::BF16: return DotHalf(static_cast<const hwy::bfloat16_t*>(row), x, n);
     case DType::Q8_0: return DotQ8_0(static_cast<const BlockQ8_0*>(row), x, n);
     case DType::Q4_0: return DotQ4_0(static_cast<const BlockQ4_0*>(row), x, n);
+    default: return DotExpanded(t, static_cast<const uint8_t*>(row), x, n);
   }
-  return 0;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,0 +1,134 @@
+#include "apps/model_commands.h"
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "graph/wire.h"
+#include "model/model_files.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string model, text, file, tokens, messages;
+  bool lines = false, no_special = false, generation_prompt = false, skip_special = false;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs fn, turning errors into PROTOCOL.md's error JSON and exit status 1.
+int guarded(const std::function<void()>& fn) {
+  try {
+    fn();
+    return 0;
+  } catch (const Error& e) {
+    std::cout << error_to_json(e).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  } catch (const std::exception& e) {
+    std::cout << error_to_json(Error(ErrorCode::Internal, e.what())).dump(-1, ' ', false, json::error_handler_t::replace)
+              << "\n";
+  }
+  return 1;
+}
+
+int tokenize(const Options& o) {
+  return guarded([&] {
+    if (!o.text.empty() && !o.file.empty()) throw Error(ErrorCode::BadGraph, "give --text or --file, not both");
+    const std::string input = o.file.empty() ? o.text : read_file(o.file);
+    auto tok = ModelFiles::open(o.model)->tokenizer();
+    if (!o.lines) {
+      std::cout << json(tok->encode(input, !o.no_special)).dump() << "\n";
+      return;
+    }
+    std::stringstream ss(input);
+    std::string line;
+    while (std::getline(ss, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      std::cout << json(tok->encode(line, !o.no_special)).dump() << "\n";
+    }
+  });
+}
+
+int detokenize(const Options& o) {
+  return guarded([&] {
+    std::vector<int32_t> ids;
+    std::stringstream ss(o.tokens);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.find_first_not_of(" \t") == std::string::npos) continue;
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(item, &used);
+        if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument("trailing");
+        ids.push_back((int32_t)v);
+      } catch (const std::exception&) {
+        throw Error(ErrorCode::BadGraph, "--tokens: \"" + item + "\" is not an integer id");
+      }
+    }
+    auto tok = ModelFiles::open(o.model)->tokenizer();
+    for (int32_t id : ids)
+      if (id < 0 || id >= tok->vocab_size())
+        throw Error(ErrorCode::BadGraph, "--tokens: id " + std::to_string(id) + " is outside the vocabulary of " +
+                                             std::to_string(tok->vocab_size()));
+    // Decoded text can end mid-character only if the ids do; replace, never emit invalid JSON.
+    std::cout << json(tok->decode(ids, o.skip_special)).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  });
+}
+
+int render_template(const Options& o) {
+  return guarded([&] {
+    nlohmann::ordered_json messages;
+    try {
+      messages = nlohmann::ordered_json::parse(read_file(o.messages));
+    } catch (const json::parse_error& e) {
+      throw Error(ErrorCode::BadGraph, o.messages + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!messages.is_array()) throw Error(ErrorCode::BadGraph, o.messages + ": must be a JSON list of messages");
+    nlohmann::ordered_json vars;
+    auto tmpl = ModelFiles::open(o.model)->chat_template(&vars);
+    if (!tmpl) throw Error(ErrorCode::BadGraph, o.model + ": the model has no chat template");
+    std::cout << tmpl->render(messages, o.generation_prompt, vars);
+  });
+}
+
+}  // namespace
+
+std::function<int()> add_model_commands(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* tok = app.add_subcommand("tokenize", "token ids of a text, as a JSON array");
+  tok->add_option("--model", o->model, "model folder (tokenizer files suffice) or GGUF file")->required();
+  tok->add_option("--text", o->text, "the text");
+  tok->add_option("--file", o->file, "read the text from a file");
+  tok->add_flag("--lines", o->lines, "one array per input line");
+  tok->add_flag("--no-special", o->no_special, "without the special tokens the post-processor adds");
+
+  auto* detok = app.add_subcommand("detokenize", "the text of token ids, as a JSON string");
+  detok->add_option("--model", o->model, "model folder or GGUF file")->required();
+  detok->add_option("--tokens", o->tokens, "comma-separated ids")->required();
+  detok->add_flag("--skip-special", o->skip_special, "leave special tokens out");
+
+  auto* tmpl = app.add_subcommand("template", "the chat template applied to a list of messages");
+  tmpl->add_option("--model", o->model, "model folder or GGUF file")->required();
+  tmpl->add_option("--messages", o->messages, "JSON file: [{\"role\", \"content\"}, ...]")->required();
+  tmpl->add_flag("--generation-prompt", o->generation_prompt, "end with the assistant's turn opening");
+
+  return [o, tok, detok, tmpl]() -> int {
+    if (*tok) return tokenize(*o);
+    if (*detok) return detokenize(*o);
+    if (*tmpl) return render_template(*o);
+    return -1;
+  };
+}
+
+}  // namespace bonfire

@@ -1,0 +1,105 @@
+#include "model/model_files.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/gguf.h"
+#include "model/gguf_names.h"
+#include "model/safetensors.h"
+
+namespace bonfire {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string in_dir(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::unique_ptr<ModelFiles> ModelFiles::open(const std::string& path) {
+  std::unique_ptr<ModelFiles> m(new ModelFiles());
+  m->path_ = path;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return m;
+  if (!fs::is_regular_file(path, ec))
+    throw Error(ErrorCode::BadGraph, path + ": no such model folder or GGUF file");
+  m->gguf_ = GgufFile::open(path);
+  return m;
+}
+
+ModelConfig ModelFiles::config() const {
+  if (gguf_) return parse_gguf_config(gguf_->metadata(), path_);
+  return load_hf_config(in_dir(path_, "config.json"));
+}
+
+GenerationConfig ModelFiles::generation_config() const {
+  if (!gguf_) return load_generation_config(in_dir(path_, "generation_config.json"));
+  GenerationConfig g;
+  const ModelConfig c = config();
+  g.eos_token_ids = c.eos_token_ids;
+  g.bos_token_id = c.bos_token_id;
+  return g;
+}
+
+WeightStore ModelFiles::weights() const {
+  if (gguf_) return load_gguf_weights(*gguf_);
+  WeightStore store;
+  load_safetensors_folder(path_, store);
+  return store;
+}
+
+std::unique_ptr<Tokenizer> ModelFiles::tokenizer() const {
+  if (gguf_) return Tokenizer::from_gguf_metadata(gguf_->metadata());
+  const std::string tj = in_dir(path_, "tokenizer.json");
+  if (!fs::exists(tj)) throw Error(ErrorCode::BadGraph, tj + ": missing (the model folder needs its tokenizer.json)");
+  const std::string tc = in_dir(path_, "tokenizer_config.json");
+  return Tokenizer::from_files(tj, fs::exists(tc) ? tc : "");
+}
+
+std::optional<ChatTemplate> ModelFiles::chat_template(nlohmann::ordered_json* vars) const {
+  if (gguf_) {
+    const json& kv = gguf_->metadata();
+    if (!kv.contains("tokenizer.chat_template") || !kv["tokenizer.chat_template"].is_string()) return std::nullopt;
+    if (vars) {
+      *vars = nlohmann::ordered_json::object();
+      const json& tokens = kv.value("tokenizer.ggml.tokens", json::array());
+      for (const char* which : {"bos", "eos", "unk", "padding"}) {
+        const std::string key = std::string("tokenizer.ggml.") + which + "_token_id";
+        if (!kv.contains(key) || !kv[key].is_number_unsigned()) continue;
+        const uint64_t id = kv[key].get<uint64_t>();
+        if (id < tokens.size() && tokens[id].is_string())
+          (*vars)[std::string(which == std::string("padding") ? "pad" : which) + "_token"] = tokens[id];
+      }
+    }
+    return ChatTemplate(kv["tokenizer.chat_template"].get<std::string>());
+  }
+  // Newer transformers write the template beside the config as a file.
+  const std::string tc = in_dir(path_, "tokenizer_config.json");
+  const std::string jinja = in_dir(path_, "chat_template.jinja");
+  std::optional<ChatTemplate> from_config;
+  nlohmann::ordered_json v = nlohmann::ordered_json::object();
+  if (fs::exists(tc)) {
+    try {
+      from_config = load_chat_template(tc, &v);
+    } catch (const Error&) {
+      if (!fs::exists(jinja)) throw;  // no template anywhere: say why
+    }
+  }
+  if (vars) *vars = v;
+  if (fs::exists(jinja)) return ChatTemplate(read_text(jinja));
+  return from_config;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,42 @@
+// One entry point for "the model the user pointed at": a Hugging Face folder
+// (config.json, *.safetensors, tokenizer.json, tokenizer_config.json,
+// generation_config.json, chat_template.jinja) or a single GGUF file. Each
+// part loads only when asked, so `bonfire tokenize` on a folder holding just
+// the tokenizer files works, and opening weights reads headers, not data.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "model/chat_template/chat_template.h"
+#include "model/config.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/weights.h"
+
+namespace bonfire {
+
+class GgufFile;
+
+class ModelFiles {
+ public:
+  // Throws Error naming the path when it is neither a folder nor a GGUF file.
+  static std::unique_ptr<ModelFiles> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  bool is_gguf() const { return gguf_ != nullptr; }
+
+  ModelConfig config() const;
+  GenerationConfig generation_config() const;
+  WeightStore weights() const;
+  std::unique_ptr<Tokenizer> tokenizer() const;
+  // The chat template and the variables it reads (bos_token, eos_token...);
+  // nullopt when the model has none.
+  std::optional<ChatTemplate> chat_template(nlohmann::ordered_json* vars) const;
+
+ private:
+  std::string path_;
+  std::shared_ptr<GgufFile> gguf_;
+};
+
+}  // namespace bonfire
