@@ -38,10 +38,10 @@ class Keys {
     const json* v = find(key);
     if (!v) return dflt;
     if (v->is_array()) {
-      double m = dflt;
+      double m = NAN;
       for (const auto& x : *v)
-        if (x.is_number()) m = std::isnan(m) || x.get<double>() > m ? x.get<double>() : m;
-      return m;
+        if (x.is_number() && !(x.get<double>() <= m)) m = x.get<double>();
+      return std::isnan(m) ? dflt : m;
     }
     if (!v->is_number()) throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " is not a number");
     return v->get<double>();
@@ -80,7 +80,10 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   c.max_position_embeddings = k.integer("context_length", 0);
   c.vocab_size = k.integer("vocab_size", 0);
   if (c.vocab_size == 0 && kv.contains("tokenizer.ggml.tokens")) c.vocab_size = (int64_t)kv["tokenizer.ggml.tokens"].size();
-  c.head_dim = k.integer("attention.key_length", c.n_heads ? c.hidden_size / c.n_heads : 0);
+  // MLA files carry the unabsorbed sizes as *_mla (key_length is then
+  // kv_lora_rank + rope dims, the absorbed form llama.cpp runs).
+  c.head_dim = k.integer("attention.key_length_mla",
+                         k.integer("attention.key_length", c.n_heads ? c.hidden_size / c.n_heads : 0));
   c.rope_theta = k.num("rope.freq_base", 10000);
   const int64_t rope_dims = k.integer("rope.dimension_count", c.head_dim);
   c.partial_rotary_factor = c.head_dim ? (double)rope_dims / (double)c.head_dim : 1.0;
@@ -100,6 +103,7 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   if (c.alibi) c.partial_rotary_factor = 0;
 
   c.n_experts = k.integer("expert_count", 0);
+  if (c.family == "llama" && c.n_experts > 0) c.family = "mixtral";  // one GGUF arch for both
   c.n_experts_per_tok = k.integer("expert_used_count", 0);
   c.moe_intermediate_size = k.integer("expert_feed_forward_length", c.intermediate_size);
   c.n_shared_experts = k.integer("expert_shared_count", 0);
@@ -114,9 +118,12 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   c.q_lora_rank = k.integer("attention.q_lora_rank", 0);
   c.kv_lora_rank = k.integer("attention.kv_lora_rank", 0);
   if (c.kv_lora_rank > 0) {
+    // llama.cpp stores MLA in its absorbed form with one kv head; the model
+    // (and HF's config) has as many kv heads as query heads.
+    c.n_kv_heads = c.n_heads;
     c.qk_rope_head_dim = rope_dims;
     c.qk_nope_head_dim = c.head_dim - rope_dims;
-    c.v_head_dim = k.integer("attention.value_length", c.head_dim);
+    c.v_head_dim = k.integer("attention.value_length_mla", k.integer("attention.value_length", c.head_dim));
   }
   c.conv_kernel = k.integer("shortconv.l_cache", 0);
   c.attention_multiplier = k.num("attention.scale", 0);

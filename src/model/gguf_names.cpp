@@ -335,6 +335,37 @@ Tensor unshift_norm(const Tensor& t) {
   return out;
 }
 
+// DeepSeek's kv_b_proj [H*(nope+v), lora], which the converter split into
+// attn_k_b [H, lora, nope] (transposed) and attn_v_b [H, v, lora]. Rebuilt
+// in f32: these are small next to the experts.
+Tensor join_kv_b(const GgufFile& f, const Tensor& kb, const Tensor& vb) {
+  if (kb.shape.size() != 3 || vb.shape.size() != 3 || kb.shape[0] != vb.shape[0] || kb.shape[1] != vb.shape[2])
+    fail(f, "attn_k_b " + shape_str(kb.shape) + " and attn_v_b " + shape_str(vb.shape) +
+                " do not split one kv_b_proj [heads, lora, nope] / [heads, v, lora]");
+  const int64_t H = kb.shape[0], lora = kb.shape[1], nope = kb.shape[2], v = vb.shape[1];
+  const Tensor k = to_f32(kb), vv = to_f32(vb);
+  Tensor out = Tensor::empty({H * (nope + v), lora});
+  for (int64_t h = 0; h < H; ++h) {
+    float* base = out.f32() + h * (nope + v) * lora;
+    for (int64_t n = 0; n < nope; ++n)
+      for (int64_t l = 0; l < lora; ++l) base[n * lora + l] = k.f32()[(h * lora + l) * nope + n];
+    std::memcpy(base + nope * lora, vv.f32() + h * v * lora, v * lora * sizeof(float));
+  }
+  return out;
+}
+
+// GPT-2's Conv1D weights are [in, out] in HF checkpoints; the converter
+// stored them transposed. Plain types are transposed back; block types have
+// to be expanded to f32 first (GPT-2 models are small).
+Tensor untranspose(const Tensor& t) {
+  const Tensor f = to_f32(t);
+  const int64_t R = f.shape[0], C = f.shape[1];
+  Tensor out = Tensor::empty({C, R});
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) out.f32()[c * R + r] = f.f32()[r * C + c];
+  return out;
+}
+
 }  // namespace
 
 WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& options) {
@@ -386,9 +417,23 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
         t = unshift_norm(t);
       } else if (arch == "lfm2" && rest == "shortconv.conv.weight" && t.shape.size() == 2) {
         t.shape = {t.shape[0], 1, t.shape[1]};
+      } else if (arch == "gpt2" && t.shape.size() == 2 &&
+                 (rest == "attn_qkv.weight" || rest == "attn_output.weight" || rest == "ffn_up.weight" ||
+                  rest == "ffn_down.weight")) {
+        t = untranspose(t);
       }
     }
     store.add(hf, t, file.name());
+  }
+  if (options.hf_layout && arch == "deepseek2") {
+    for (int64_t l = 0;; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      const GgufTensorInfo* kb = file.find(p + "attn_k_b.weight");
+      const GgufTensorInfo* vb = file.find(p + "attn_v_b.weight");
+      if (!kb || !vb) break;
+      const std::string name = "model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
+      if (!store.find(name)) store.add(name, join_kv_b(file, file.tensor(*kb), file.tensor(*vb)), file.name());
+    }
   }
   return store;
 }
