@@ -4,7 +4,7 @@
 set -euo pipefail
 
 BUILD_PKGS=(
-  build-essential cmake ninja-build pkg-config python3
+  build-essential cmake ninja-build pkg-config python3 python3-numpy
   nlohmann-json3-dev libvalijson-dev
   libboost-dev libboost-system-dev
   libhwy-dev libopenblas-dev
@@ -12,6 +12,7 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
 )
 # Only the golden generators need these; CI reads the committed goldens.
+# (python3-numpy above is for scripts/write_test_model.py, which tests run.)
 REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema)
 
 want=("${BUILD_PKGS[@]}")
@@ -21,6 +22,8 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node runs the test-data fetch (npm); install Debian's only when none is there.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
