@@ -63,43 +63,56 @@ float DotHalf(const T* w, const float* x, int64_t n) {
   return r;
 }
 
-// q8_0: int8 -> int32 -> f32 per vector, one scale per 32-element block.
+float DotExpanded(DType t, const uint8_t* row, const float* x, int64_t n);
+
+// q8_0 and q4_0 keep activations in f32 (exact against the dequantized
+// weight): each block's integers widen to f32 lanes and meet x in a per-block
+// sum, which is scaled once per block; the row's horizontal sum happens once.
+// A vector must not be wider than half a block (16 f32 lanes: AVX-512).
 float DotQ8_0(const BlockQ8_0* b, const float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const int64_t N = hn::Lanes(d);
-  float total = 0;
+  if (N > 16) return DotExpanded(DType::Q8_0, reinterpret_cast<const uint8_t*>(b), x, n);
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
   for (int64_t blk = 0; blk < n / 32; ++blk) {
     const float* xb = x + blk * 32;
-    float s;
-    if (N <= 32 && 32 % N == 0) {
-      auto acc = hn::Zero(d);
-      for (int64_t j = 0; j < 32; j += N) {
-        const auto q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
-        acc = hn::MulAdd(q, hn::LoadU(d, xb + j), acc);
-      }
-      s = hn::GetLane(hn::SumOfLanes(d, acc));
-    } else {
-      s = 0;
-      for (int j = 0; j < 32; ++j) s += b[blk].qs[j] * xb[j];
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+    for (int64_t j = 0; j < 32; j += 2 * N) {
+      s0 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j))), hn::LoadU(d, xb + j), s0);
+      s1 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j + N))), hn::LoadU(d, xb + j + N),
+                      s1);
     }
-    total += f16_to_f32(b[blk].d) * s;
+    const auto scale = hn::Set(d, f16_to_f32(b[blk].d));
+    acc0 = hn::MulAdd(s0, scale, acc0);
+    acc1 = hn::MulAdd(s1, scale, acc1);
   }
-  return total;
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
 }
 
 float DotQ4_0(const BlockQ4_0* b, const float* x, int64_t n) {
-  float total = 0;
-  float tmp[32];
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const int64_t N = hn::Lanes(d);
+  if (N > 16) return DotExpanded(DType::Q4_0, reinterpret_cast<const uint8_t*>(b), x, n);
+  const auto mask = hn::Set(di, 0x0f), eight = hn::Set(di, 8);
+  auto acc = hn::Zero(d);
   for (int64_t blk = 0; blk < n / 32; ++blk) {
-    for (int j = 0; j < 16; ++j) {
-      tmp[j] = (float)((b[blk].qs[j] & 0x0f) - 8);
-      tmp[j + 16] = (float)((b[blk].qs[j] >> 4) - 8);
+    const float* xb = x + blk * 32;
+    auto s = hn::Zero(d);
+    for (int64_t j = 0; j < 16; j += N) {
+      // Byte j holds element j (low nibble) and element j + 16 (high nibble).
+      const auto q = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(d)>(), hn::LoadU(d8, b[blk].qs + j)));
+      const auto lo = hn::ConvertTo(d, hn::Sub(hn::And(q, mask), eight));
+      const auto hi = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(q), eight));
+      s = hn::MulAdd(lo, hn::LoadU(d, xb + j), s);
+      s = hn::MulAdd(hi, hn::LoadU(d, xb + j + 16), s);
     }
-    total += f16_to_f32(b[blk].d) * DotF32(tmp, x + blk * 32, 32);
+    acc = hn::MulAdd(s, hn::Set(d, f16_to_f32(b[blk].d)), acc);
   }
-  return total;
+  return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
 // Every other format (and the raw integer types): expand 256 elements at a
