@@ -482,6 +482,7 @@ const FEATURES = [
   { name: "ws_trailing_newlines", template: "x\n\n" },
   { name: "ws_crlf", template: "a\r\n  {% if true %}\r\nb\r\n  {% endif %}\r\nc" },
   { name: "ws_generation_tags", template: "x {%- generation -%}  y  {% endgeneration %}  z" },
+  { name: "ws_text_rewrites", template: "a -}\nb\n  {-x\n\t{#c#}\nd %}\ne #}\nf" },
   { name: "text_braces", template: "{ not a tag } and }} and %} and #} and {x}" },
   { name: "string_escapes", template: R`{{ 'a\tb\n\'q\' \"d\" \\ \x41\u00e9' }}|{{ "it's" }}` },
   { name: "string_adjacent_literals", template: `{{ 'a' "b" 'c' }}` },
@@ -489,6 +490,7 @@ const FEATURES = [
   // Numbers.
   { name: "arithmetic", vars: V, template: "{{ 1 + 2 }}|{{ 7 / 2 }}|{{ 6 / 2 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ -7 % 3 }}|{{ 2 ** 10 }}|{{ 2 ** -1 }}|{{ 0.1 + 0.2 }}|{{ 1.5 * 2 }}|{{ 7.5 // 2 }}|{{ 5.5 % 2 }}|{{ 2.0 ** 0.5 }}|{{ i * f }}|{{ i - 10 }}" },
   { name: "float_formatting", template: "{{ 3.0 }}|{{ -0.0 }}|{{ 10.0 ** 21 }}|{{ 10.0 ** 20 }}|{{ 2.0 ** 100 }}|{{ 1 / 3 }}|{{ 1 / 10000000 }}|{{ 0.000001 }}|{{ 0.0000001 }}|{{ 123456789.125 }}|{{ f_int }}|{{ f }}|{{ 1.0 / 0.5 }}" },
+  { name: "big_and_odd_numbers", template: "{{ 2 ** 70 }}|{{ 2 ** 53 + 1 }}|{{ 0.1 * 3 }}|{{ 100.0 / 3 }}|{{ 1 / 3 * 3 }}|{{ -2 ** 2 }}|{{ - 2 ** 2 }}|{{ 7 // -2 }}|{{ 7 % -3 }}|{{ 2.5 // 1 }}|{{ 1.0 * 123456789012 }}|{{ 0.5 ** 30 }}|{{ (2 ** 70)|tojson }}|{{ 12345678901234567890 }}" },
   { name: "unary", vars: V, template: "{{ -3 }}|{{ - 3 }}|{{ -(1 + 2) }}|{{ +4 }}|{{ not true }}|{{ not not 0 }}|{{ -f }}|{{ 1 - -1 }}|{{ -b }}" },
   { name: "precedence", template: "{{ 1 + 2 * 3 }}|{{ (1 + 2) * 3 }}|{{ 2 ** 3 ** 2 }}|{{ 1 + 2 ~ 3 }}|{{ 'a' ~ 1 + 2 }}|{{ not 1 == 2 }}|{{ 1 < 2 and 2 < 3 or false }}|{{ 10 - 2 - 3 }}|{{ 2 * 3 % 4 }}" },
   { name: "comparisons_loose", template: "{{ 1 < 2 }}|{{ 2 <= 2 }}|{{ 3 > 4 }}|{{ 2.5 >= 2 }}|{{ 1 == 1.0 }}|{{ 'a' == 'a' }}|{{ 1 != 2 }}|{{ true == 1 }}|{{ '' == 0 }}|{{ '1' == 1 }}|{{ none == nope }}|{{ 'abc' != false }}|{{ '' != false }}|{{ [1] == [1] }}|{{ l == l }}|{{ none == false }}" },
@@ -531,6 +533,8 @@ const FEATURES = [
     },
     template: "{{ obj|tojson }}\n{{ obj|tojson(indent=2) }}\n{{ obj|tojson(ensure_ascii=true) }}\n{{ obj|tojson(sort_keys=true) }}\n{{ obj|tojson(separators=(',', ':')) }}\n{{ [1, [2, []], {}]|tojson(indent=1) }}\n{{ 'x'|tojson }}|{{ 1.5|tojson }}|{{ 3.0|tojson }}|{{ none|tojson }}|{{ nope|tojson }}|{{ true|tojson }}|{{ [10.0 ** 21, 0.1 + 0.2, 1 / 10000000, -0.0]|tojson }}|{{ obj.nested|tojson(indent=0) }}|{{ {'k': nope}|tojson }}|{{ [1, 2]|tojson(indent=2, separators=(';', '=')) }}",
   },
+  { name: "tojson_sort_keys_mixed", vars: { o: { b: 1, A: 2, a_b: 3, ab: 4, B1: 5, _x: 6, "a-b": 7, a: 8, "10": 9, "9": 10, Zed: 11, "é": 12, " sp": 13 } }, template: "{{ o|tojson(sort_keys=true) }}|{{ o|tojson }}|{{ o|dictsort }}" },
+  { name: "tojson_tools", vars: { tools: TOOLS }, template: "{{ tools|tojson(indent=4) }}\n{{ tools[0]|tojson(ensure_ascii=true, separators=(',', ':')) }}" },
   { name: "tojson_namespace_and_loop", template: "{% set ns = namespace(a=[1], b={'c': 'd'}) %}{{ ns|tojson }}|{% for x in [7] %}{{ loop|tojson }}{% endfor %}" },
   // String methods.
   { name: "string_methods", vars: { s: "  Hello World \n" }, template: R`{{ s.upper() }}|{{ s.lower() }}|{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.title() }}|{{ s.capitalize() }}|{{ s.length }}|{{ s.startswith('  He') }}|{{ s.endswith(('x', '\n')) }}|{{ s.strip('\n ') }}|{{ s.strip('H') }}|{{ 'abc'.startswith('b') }}|{{ 'abc'.endswith('bc') }}` },
@@ -550,6 +554,7 @@ const FEATURES = [
   { name: "set_block", vars: V, template: "{% set body %}Hello {{ name }}!{% endset %}{{ body|upper }}|{% set empty %}{% endset %}[{{ empty }}]" },
   { name: "filter_block", template: "{% filter upper %}abc {{ 'def' }}{% endfilter %}|{% filter replace('a', 'b') %}aaa{% endfilter %}|{% filter trim %}  x  {% endfilter %}" },
   { name: "macros", template: "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('Ann') }}|{{ greet('Bob', '?') }}|{{ greet(name='Cy', punct='.') }}|{{ greet() }}|{{ greet('D', punct=greet('E')) }}" },
+  { name: "macro_defaults_from_params", template: "{% macro m(a, b=a ~ '!', c=none) %}{{ a }}{{ b }}{{ c is none }}{% endmacro %}{{ m('x') }}|{{ m('x', c=1) }}|{% macro n() %}{{ varargs|length }}{% endmacro %}{{ n(1, 2) }}" },
   { name: "macro_varargs_kwargs", template: "{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, k=4) }}|{{ m() }}" },
   { name: "macro_closure", template: "{% set g = 'G' %}{% macro show() %}{{ g }}{% endmacro %}{% set g = 'H' %}{{ show() }}|{% macro rec(n) %}{% if n > 0 %}{{ n }}{{ rec(n - 1) }}{% endif %}{% endmacro %}{{ rec(3) }}|{% macro loc() %}{% set g = 'inner' %}{{ g }}{% endmacro %}{{ loc() }}{{ g }}" },
   { name: "call_blocks", template: "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}inner {{ 1 + 1 }}{% endcall %}|{% macro each(items) %}{% for i in items %}{{ caller(i) }}{% endfor %}{% endmacro %}{% call(x) each([1, 2]) %}[{{ x }}]{% endcall %}" },
@@ -572,7 +577,13 @@ const FEATURES = [
     [AST]
 {% endif %}`,
   },
+  { name: "test_precedence", vars: V, template: "{{ not nope is defined }}|{{ n is not none and 'y' }}|{{ 'a' ~ i is odd }}|{{ i|string is string }}|{{ (i + 1) is even }}" },
+  { name: "string_index_and_filters", template: "{{ 'abc'[1] }}|{{ 'abc'[-1] }}|[{{ 'abc'[5] }}]|{{ 'abc'.length }}|{{ ('a' ~ 'b')[0] }}" },
   // Runtime errors: the reference's words.
+  { name: "err_test_binds_tighter", template: "{{ 1 + 1 is odd }}" },
+  { name: "err_string_first", template: "{{ 'abc'|first }}" },
+  { name: "err_loop_cycle", template: "{% for x in [1] %}{{ loop.cycle('a', 'b') }}{% endfor %}" },
+  { name: "err_break_outside_loop_in_macro_call", template: "{{ range(3)|list|length }}{{ none.x.y }}" },
   { name: "err_raise_exception", template: "a{{ raise_exception('Custom failure: ' ~ 42) }}" },
   { name: "err_unknown_filter", template: "{{ 'a'|frobnicate }}" },
   { name: "err_unknown_filter_array", template: "{{ [1]|frobnicate }}" },
@@ -617,6 +628,7 @@ const FEATURES = [
   { name: "syntax_filter_not_identifier", template: "\n{{ x | 1 }}", error_line: 2 },
   { name: "syntax_missing_in", template: "{% for x y %}{% endfor %}", error_line: 1 },
   { name: "syntax_extra_tokens", template: "{{ 1 2 }}", error_line: 1 },
+  { name: "syntax_raw_block", template: "a\n{% raw %}{{ x }}{% endraw %}", error_line: 2 },
   { name: "syntax_bad_slice", template: "{{ l[1:2:3:4] }}", error_line: 1 },
   // Extensions over the reference, checked against an equivalent it renders.
   { name: "ext_d_alias", template: "{{ nope|d('x') }}{{ 'v'|d('x') }}", equivalent: "{{ nope|default('x') }}{{ 'v'|default('x') }}" },

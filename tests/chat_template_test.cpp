@@ -4,6 +4,7 @@
 // failure a bonfire::Error with the reference's message.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,9 +88,10 @@ TEST_P(ChatTemplateGolden, RendersLikeReference) {
   for (const auto& c : golden["cases"]) check_case(golden, c, golden["template"].get<std::string>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateGolden,
+INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatTemplateGolden,
                          ::testing::Values("llama3", "qwen3", "gemma3", "deepseek_v3", "chatml", "mistral_v0_1",
-                                           "phi3", "llama2_chat", "llama31_tools"));
+                                           "phi3", "llama2_chat", "llama31_tools"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(JinjaFeatures, RenderLikeReference) {
   const json golden = read_golden("features");
@@ -128,6 +130,28 @@ TEST(JinjaFeatures, RenderErrorNamesLine) {
   } catch (const Error& e) {
     EXPECT_TRUE(std::regex_search(std::string(e.what()), std::regex("\\(line 3\\)$"))) << e.what();
   }
+}
+
+// A hostile template fails with an Error instead of exhausting the stack.
+TEST(JinjaFeatures, RunawayTemplatesFail) {
+  EXPECT_THROW(ChatTemplate("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}").render(json::array(), false, json()),
+               Error);
+  EXPECT_THROW(ChatTemplate("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), Error);
+  EXPECT_THROW(ChatTemplate("{% for i in range(1000000000) %}x{% endfor %}").render(json::array(), false, json()),
+               Error);
+}
+
+// strftime_now reads the local clock; libc's strftime of the same moment is
+// the reference (the goldens can only check the directives that do not move).
+TEST(JinjaFeatures, StrftimeNowMatchesLibc) {
+  const ChatTemplate t("{{ strftime_now('%Y-%m-%d|%d %b %Y|%B') }}");
+  const std::string got = t.render(json::array(), false, json());
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char want[128];
+  std::strftime(want, sizeof want, "%Y-%m-%d|%d %b %Y|%B", &tm);
+  EXPECT_EQ(got, want);
 }
 
 TEST(ChatTemplateLoader, ReadsTemplateAndSpecialTokens) {

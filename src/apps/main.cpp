@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "apps/bench_command.h"
 #include "apps/graph_command.h"
 #include "apps/model_commands.h"
 #include "core/error.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   run->add_option("--threads", threads, "worker threads (default: all cores)");
 
   auto model_command = bonfire::add_model_commands(app);
+  auto bench_command = bonfire::add_bench_commands(app);
 
   CLI11_PARSE(app, argc, argv);
   bonfire::set_num_threads(threads);
@@ -43,5 +45,6 @@ int main(int argc, char** argv) {
   }
   if (*run) return bonfire::graph_run_command(gro);
   if (const int status = model_command(); status >= 0) return status;
+  if (const int status = bench_command(); status >= 0) return status;
   return 0;
 }

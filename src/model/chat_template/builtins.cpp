@@ -249,6 +249,7 @@ Value range(std::vector<Value>& args, const EnvPtr&) {
     start = 0;
   }
   if (step == 0) fail("range() step must not be zero");
+  if ((stop - start) / step > 1e6) fail("range() of more than a million numbers");
   Array out;
   for (double i = start; step > 0 ? i < stop : i > stop; i += step)
     out.push_back(std::fmod(i, 1.0) == 0 ? Value::integer(i) : Value::floating(i));

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/chat_template/ast.h"
 #include "model/chat_template/interpreter.h"
 #include "model/chat_template/lexer.h"
 #include "model/chat_template/parser.h"
@@ -11,9 +12,8 @@ namespace bonfire {
 
 using namespace chat_template;
 
-ChatTemplate::ChatTemplate(std::string source) : source_(std::move(source)) {
-  program_ = parse(tokenize(source_));
-}
+ChatTemplate::ChatTemplate(std::string source)
+    : source_(std::move(source)), program_(std::make_shared<const NodeList>(parse(tokenize(source_)))) {}
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra_vars) const {
@@ -32,11 +32,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
       for (const auto& [key, value] : extra_vars.items())
         if (key != "tools" && key != "documents" && key != "messages" && key != "add_generation_prompt")
           env->declare(key, from_json(value));
-    return in.render(program_, env);
+    return in.render(*program_, env);
   } catch (const RaisedError& e) {
     throw Error(ErrorCode::BadGraph, e.what());
   } catch (const RenderError& e) {
-    throw Error(ErrorCode::BadGraph, std::string(e.what()) + " (line " + std::to_string(in.line()) + ")");
+    const std::string detail = e.detail.empty() ? "" : "; " + e.detail;
+    throw Error(ErrorCode::BadGraph, std::string(e.what()) + " (line " + std::to_string(in.line()) + detail + ")");
   }
 }
 

@@ -21,16 +21,20 @@
 // "ß"|upper stays "ß"; tojson(sort_keys=true) approximates JavaScript's
 // localeCompare (punctuation, digits, then letters ignoring case).
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-
-#include "model/chat_template/ast.h"
+#include <vector>
 
 namespace bonfire {
+namespace chat_template {
+struct Node;
+}
 
 class ChatTemplate {
  public:
   // Parses; throws Error naming the line and column on a syntax error.
+  // Copies share the parsed program; render may run on several threads at once.
   explicit ChatTemplate(std::string source);
 
   // messages: [{role, content, ...}, ...]. extra_vars: bos_token, eos_token,
@@ -43,7 +47,7 @@ class ChatTemplate {
 
  private:
   std::string source_;
-  chat_template::NodeList program_;
+  std::shared_ptr<const std::vector<std::unique_ptr<chat_template::Node>>> program_;
 };
 
 // Reads tokenizer_config.json: chat_template is a string, or a list of

@@ -166,11 +166,12 @@ std::string Interpreter::render_for(const Node& n, const EnvPtr& env) {
     loop->set("nextitem", i + 1 < items.size() ? items[i + 1] : Value::undefined());
     scope->set("loop", Value::object(loop));
     bind(items[i], scope);
-    // Like the reference, an iteration left by break or continue does not
-    // count as one for the else block.
+    // Like the reference, an iteration left by break or continue loses what
+    // it printed and does not count as one for the else block.
     ++loop_depth_;
+    std::string iteration;
     try {
-      render_into(out, n.body, scope);
+      render_into(iteration, n.body, scope);
     } catch (const ContinueSignal&) {
       --loop_depth_;
       continue;
@@ -182,6 +183,7 @@ std::string Interpreter::render_for(const Node& n, const EnvPtr& env) {
       throw;
     }
     --loop_depth_;
+    out += iteration;
     no_iteration = false;
   }
   if (no_iteration) render_into(out, n.alt, scope);
@@ -435,10 +437,10 @@ Value Interpreter::eval_call(const Node& n, const EnvPtr& env) {
   const Value fn = eval(*n.a, env);
   line_ = n.line;
   if (fn.kind != Kind::Function) {
-    std::string what;
-    if (n.a->kind == NodeKind::Member && !n.a->flag) what = " (calling '" + n.a->b->name + "')";
-    if (n.a->kind == NodeKind::Identifier) what = " (calling '" + n.a->name + "')";
-    fail(std::string("Cannot call something that is not a function: got ") + type_name(fn) + what);
+    RenderError e(std::string("Cannot call something that is not a function: got ") + type_name(fn));
+    if (n.a->kind == NodeKind::Member && !n.a->flag) e.detail = "calling '" + n.a->b->name + "'";
+    if (n.a->kind == NodeKind::Identifier) e.detail = "calling '" + n.a->name + "'";
+    throw e;
   }
   return (*fn.fn)(args, env);
 }
@@ -479,7 +481,10 @@ void Interpreter::bind_macro_args(const std::string& display, const NodeList& pa
 Value Interpreter::define_macro(const Node& n, const EnvPtr& env) {
   const auto special = special_args(n.items, n.body);
   const Node* node = &n;
-  env->set(n.name, Value::function([this, node, env, special](std::vector<Value>& args, const EnvPtr& call_site) {
+  closures_.push_back(env);
+  const std::weak_ptr<Env> weak = env;
+  env->set(n.name, Value::function([this, node, weak, special](std::vector<Value>& args, const EnvPtr& call_site) {
+    const EnvPtr env = weak.lock();
     EnvPtr parent = env;
     if (special.count("caller")) {
       const Value* caller = call_site && call_site->call_block ? call_site->own("caller") : nullptr;
@@ -488,7 +493,16 @@ Value Interpreter::define_macro(const Node& n, const EnvPtr& env) {
     }
     auto scope = std::make_shared<Env>(parent);
     bind_macro_args("'" + node->name + "'", node->items, special.count("kwargs"), special.count("varargs"), args, scope);
-    return Value::string(render(node->body, scope));
+    if (call_depth_ >= 200) fail("macro '" + node->name + "' recurses too deeply");
+    ++call_depth_;
+    try {
+      Value out = Value::string(render(node->body, scope));
+      --call_depth_;
+      return out;
+    } catch (...) {
+      --call_depth_;
+      throw;
+    }
   }));
   return Value::null();
 }
@@ -496,8 +510,10 @@ Value Interpreter::define_macro(const Node& n, const EnvPtr& env) {
 Value Interpreter::call_block(const Node& n, const EnvPtr& env) {
   const auto special = special_args(n.items, n.body);
   const Node* node = &n;
-  const Value caller = Value::function([this, node, env, special](std::vector<Value>& args, const EnvPtr&) {
-    auto scope = std::make_shared<Env>(env);
+  closures_.push_back(env);
+  const std::weak_ptr<Env> weak = env;
+  const Value caller = Value::function([this, node, weak, special](std::vector<Value>& args, const EnvPtr&) {
+    auto scope = std::make_shared<Env>(weak.lock());
     bind_macro_args("None", node->items, special.count("kwargs"), special.count("varargs"), args, scope);
     return Value::string(render(node->body, scope));
   });
@@ -508,8 +524,11 @@ Value Interpreter::call_block(const Node& n, const EnvPtr& env) {
   args.push_back(Value::object(kwargs, Kind::Kwargs));
   const Value fn = eval(*call.a, env);
   line_ = n.line;
-  if (fn.kind != Kind::Function)
-    fail(std::string("Cannot call something that is not a function: got ") + type_name(fn) + " (calling '" + call.a->name + "')");
+  if (fn.kind != Kind::Function) {
+    RenderError e(std::string("Cannot call something that is not a function: got ") + type_name(fn));
+    e.detail = "calling '" + call.a->name + "'";
+    throw e;
+  }
   auto site = std::make_shared<Env>(env);
   site->call_block = true;
   site->set("caller", caller);

@@ -64,6 +64,11 @@ class Interpreter {
 
   int line_ = 0;
   int loop_depth_ = 0;  // break and continue are errors outside a loop
+  int call_depth_ = 0;  // macro calls under way, bounded against runaway recursion
+  // Scopes that macros and call blocks close over. The closures hold them
+  // weakly (a macro lives in the scope it captures, which would be a cycle);
+  // this keeps them alive until the render ends.
+  std::vector<EnvPtr> closures_;
 };
 
 // Members of built-in types: string methods, dict methods, `.length`.

@@ -80,10 +80,11 @@ Mapped preprocess(const std::string& source) {
     const size_t after = j;
     while (size_t w = js_space_at(s, j)) j += w;
     size_t end = i;
-    if (lstrip)
-      while (end > last)
-        if (size_t w = js_space_before(s, end)) end -= w;
-        else break;
+    while (lstrip && end > last) {
+      const size_t w = js_space_before(s, end);
+      if (w == 0) break;
+      end -= w;
+    }
     for (size_t k = last; k < end; ++k) g.push(s[k], t.at[k]);
     if (!rstrip)
       for (size_t k = after; k < j; ++k) g.push(s[k], t.at[k]);

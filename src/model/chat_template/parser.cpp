@@ -76,7 +76,17 @@ class Parser {
     return body;
   }
 
+  // Bounds recursion so a hostile template cannot overflow the stack.
+  struct Nest {
+    Parser* p;
+    explicit Nest(Parser* p) : p(p) {
+      if (++p->depth_ > 200) p->fail("template nested too deeply");
+    }
+    ~Nest() { --p->depth_; }
+  };
+
   NodePtr any() {
+    Nest nest(this);
     const Token& t = peek();
     switch (t.type) {
       case Tok::Comment: {
@@ -242,6 +252,7 @@ class Parser {
   }
 
   NodePtr expression() {
+    Nest nest(this);
     const Token& at = peek();
     auto a = logical_or();
     if (!is_ident("if")) return a;
@@ -390,6 +401,7 @@ class Parser {
   }
 
   NodePtr unary_sign() {
+    Nest nest(this);
     if ((is(Tok::UnaryOperator) || is(Tok::AdditiveBinaryOperator)) && (t_[i_].value == "-" || t_[i_].value == "+")) {
       const Token& at = t_[i_++];
       auto n = node(NodeKind::Unary, at);
@@ -573,6 +585,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "model/chat_template/value.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+
+#include <utf8proc.h>
 
 #include "model/chat_template/text.h"
 
@@ -284,46 +287,51 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
 }
 
 // Approximates String.prototype.localeCompare (ICU root collation) for the
-// keys tools use: punctuation, then digits, then letters ignoring case, with
-// lower case first among otherwise equal keys.
-int collation_class(char32_t c, char32_t* weight) {
+// keys tools use: spaces, punctuation, digits, then letters; letters compare
+// by base letter first, then unaccented before accented, then lower case
+// before upper case.
+struct Collation {
+  int cls;          // 0 space, 1 punctuation, 2 digit, 3 letter, 4 other
+  char32_t weight;  // order within the class
+  int accent;       // 1 if the letter carries a mark
+  int upper;        // 1 for an upper-case letter
+};
+
+Collation collation(char32_t c) {
   static const std::string punct = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$";
   if (c < 0x80) {
-    if (c == ' ' || (c >= 9 && c <= 13)) {
-      *weight = c;
-      return 0;
-    }
+    if (c == ' ' || (c >= 9 && c <= 13)) return {0, c, 0, 0};
     const size_t p = punct.find(static_cast<char>(c));
-    if (p != std::string::npos) {
-      *weight = static_cast<char32_t>(p);
-      return 1;
-    }
-    if (c >= '0' && c <= '9') {
-      *weight = c;
-      return 2;
-    }
-    if (c >= 'A' && c <= 'Z') {
-      *weight = c + 32;
-      return 3;
-    }
-    *weight = c;
-    return 3;
+    if (p != std::string::npos) return {1, static_cast<char32_t>(p), 0, 0};
+    if (c >= '0' && c <= '9') return {2, c, 0, 0};
+    if (c >= 'A' && c <= 'Z') return {3, c + 32, 0, 1};
+    if (c >= 'a' && c <= 'z') return {3, c, 0, 0};
+    return {4, c, 0, 0};
   }
-  *weight = c;
-  return 4;
+  utf8proc_int32_t base[8];
+  const auto options = static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_STRIPMARK);
+  const auto n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), base, 8, options, nullptr);
+  if (n >= 1 && base[0] < 0x80 && std::isalpha(base[0])) {
+    const Collation b = collation(static_cast<char32_t>(base[0]));
+    return {3, b.weight, 1, b.upper};
+  }
+  return {4, c, 0, 0};
 }
 
 bool locale_less(const std::string& a, const std::string& b) {
   const auto x = code_points(a), y = code_points(b);
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    char32_t wx, wy;
-    const int cx = collation_class(x[i], &wx), cy = collation_class(y[i], &wy);
-    if (cx != cy) return cx < cy;
-    if (wx != wy) return wx < wy;
+  std::vector<Collation> cx, cy;
+  for (char32_t c : x) cx.push_back(collation(c));
+  for (char32_t c : y) cy.push_back(collation(c));
+  for (size_t i = 0; i < cx.size() && i < cy.size(); ++i) {
+    if (cx[i].cls != cy[i].cls) return cx[i].cls < cy[i].cls;
+    if (cx[i].weight != cy[i].weight) return cx[i].weight < cy[i].weight;
   }
-  if (x.size() != y.size()) return x.size() < y.size();
-  for (size_t i = 0; i < x.size(); ++i)  // tertiary: lower case before upper case
-    if (x[i] != y[i]) return x[i] > y[i];
+  if (cx.size() != cy.size()) return cx.size() < cy.size();
+  for (size_t i = 0; i < cx.size(); ++i)
+    if (cx[i].accent != cy[i].accent) return cx[i].accent < cy[i].accent;
+  for (size_t i = 0; i < cx.size(); ++i)
+    if (cx[i].upper != cy[i].upper) return cx[i].upper < cy[i].upper;
   return false;
 }
 

@@ -19,6 +19,7 @@ namespace bonfire::chat_template {
 // adds the line and turns it into a bonfire::Error.
 struct RenderError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  std::string detail;  // what bonfire adds after the line, e.g. the name of a missing method
 };
 
 struct Value;
