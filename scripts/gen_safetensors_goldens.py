@@ -14,7 +14,7 @@ import struct
 import torch
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "goldens", "safetensors")
-DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int8: "I8", torch.uint8: "U8"}
 
 
 def raw_bytes(t):
@@ -56,6 +56,8 @@ def main():
         "model.norm.weight": (torch.randn(16, generator=g) * 0.1 + 1).bfloat16(),
         "scalar": torch.tensor(3.25),
         "empty": torch.zeros(0, 4),
+        "qweight_i8": torch.randint(-128, 128, (4, 8), generator=g, dtype=torch.int8),
+        "qzeros_u8": torch.randint(0, 256, (2, 8), generator=g, dtype=torch.uint8),
     }
     write(os.path.join(OUT, "mixed.safetensors"), mixed, metadata={"format": "pt"})
     # An odd header length, so f32 data starts unaligned (the reader must cope).

@@ -31,7 +31,11 @@ struct DtypeInfo {
 };
 
 bool dtype_for(const std::string& s, DType* t, int* bytes) {
-  static const DtypeInfo kTypes[] = {{"F32", DType::F32, 4}, {"F16", DType::F16, 2}, {"BF16", DType::BF16, 2}};
+  // I8/U8 (and I16/I32) hold quantized checkpoints' integer data and scales'
+  // companions; ops read them as plain numbers.
+  static const DtypeInfo kTypes[] = {{"F32", DType::F32, 4}, {"F16", DType::F16, 2}, {"BF16", DType::BF16, 2},
+                                     {"I8", DType::I8, 1},   {"U8", DType::U8, 1},   {"I16", DType::I16, 2},
+                                     {"I32", DType::I32, 4}};
   for (const auto& d : kTypes) {
     if (s == d.name) {
       *t = d.dtype;
@@ -75,7 +79,7 @@ void load_safetensors_file(const std::string& path, WeightStore& store) {
     int esize;
     const std::string ds = info["dtype"].get<std::string>();
     if (!dtype_for(ds, &dtype, &esize))
-      fail(path, where + " has dtype \"" + ds + "\"; bonfire reads F32, F16 and BF16");
+      fail(path, where + " has dtype \"" + ds + "\"; bonfire reads F32, F16, BF16, I8, U8, I16 and I32");
     Shape shape;
     int64_t numel = 1;
     for (const auto& d : info["shape"]) {
