@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace bonfire {
@@ -152,7 +153,30 @@ static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(
 // The minimum alignment a row of t needs in memory (its widest field).
 int64_t dtype_align(DType t);
 
-float f16_to_f32(uint16_t h);
+// Inline: the block dot kernels convert one scale per 32 values, so a call
+// per block would cost as much as the arithmetic. Exact for every input.
+inline float f16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)(h & 0x7fffu) << 13;  // exponent and mantissa in place
+  const uint32_t exp = bits & (0x7c00u << 13);
+  bits += (127 - 15) << 23;  // rebias the exponent
+  float f;
+  if (exp == (0x7c00u << 13)) {
+    bits += (128 - 16) << 23;  // inf and NaN keep an all-ones exponent
+    std::memcpy(&f, &bits, 4);
+  } else if (exp == 0) {
+    // Subnormal (or zero): let the FPU renormalise through a magic subtract.
+    bits += 1 << 23;
+    std::memcpy(&f, &bits, 4);
+    f -= 6.103515625e-05f;  // 2^-14
+  } else {
+    std::memcpy(&f, &bits, 4);
+  }
+  uint32_t out;
+  std::memcpy(&out, &f, 4);
+  out |= (uint32_t)(h & 0x8000u) << 16;
+  std::memcpy(&f, &out, 4);
+  return f;
+}
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);  // round to nearest even
