@@ -136,12 +136,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf_metadata(const json& kv) {
 
   auto tk = from_json(t, json{{"clean_up_tokenization_spaces", false}}, kWhere);
   tk->bos_id_ = bos >= 0 && bos < n ? static_cast<int32_t>(bos) : -1;
-  tk->eos_ids_.clear();
+  // The metadata's end tokens first, then the end-of-turn tokens found by name.
+  std::vector<int32_t> eos_ids;
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     int64_t id = num(key, -1);
-    if (id >= 0 && id < n && std::find(tk->eos_ids_.begin(), tk->eos_ids_.end(), id) == tk->eos_ids_.end())
-      tk->eos_ids_.push_back(static_cast<int32_t>(id));
+    if (id >= 0 && id < n) eos_ids.push_back(static_cast<int32_t>(id));
   }
+  eos_ids.insert(eos_ids.end(), tk->eos_ids_.begin(), tk->eos_ids_.end());
+  tk->eos_ids_.clear();
+  for (int32_t id : eos_ids)
+    if (std::find(tk->eos_ids_.begin(), tk->eos_ids_.end(), id) == tk->eos_ids_.end()) tk->eos_ids_.push_back(id);
   int64_t pad = num("tokenizer.ggml.padding_token_id", -1);
   tk->pad_id_ = pad >= 0 && pad < n ? static_cast<int32_t>(pad) : -1;
   return tk;

@@ -39,7 +39,9 @@ struct Seg {
 // HF's NormalizedString::split does.
 void split_by(std::string_view word, const std::vector<Span>& matches, Behavior behavior, bool invert,
               std::vector<std::string>& out) {
-  std::vector<Seg> segs;
+  thread_local std::vector<Seg> segs, kept;  // reused: this runs once per word
+  segs.clear();
+  kept.clear();
   size_t prev = 0;
   for (const Span& m : matches) {
     if (m.begin > prev) segs.push_back({prev, m.begin, invert});
@@ -48,13 +50,12 @@ void split_by(std::string_view word, const std::vector<Span>& matches, Behavior 
   }
   if (prev < word.size()) segs.push_back({prev, word.size(), invert});
 
-  std::vector<Seg> kept;
   switch (behavior) {
     case Behavior::Removed:
       for (const Seg& s : segs)
         if (!s.match) kept.push_back(s);
       break;
-    case Behavior::Isolated: kept = segs; break;
+    case Behavior::Isolated: kept.assign(segs.begin(), segs.end()); break;
     case Behavior::MergedWithPrevious: {
       bool prev_match = false;
       for (const Seg& s : segs) {
@@ -287,7 +288,9 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::strin
   if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array())
     bad_graph(where + ": Sequence pre_tokenizer needs \"pretokenizers\"");
   const json& list = j["pretokenizers"];
-  bool tail = opts && opts->allow_raw && !list.empty() && list.back().is_object() &&
+  int byte_levels = 0;
+  for (const json& x : list) byte_levels += x.is_object() && x.value("type", "") == "ByteLevel";
+  bool tail = opts && opts->allow_raw && byte_levels == 1 && list.back().is_object() &&
               list.back().value("type", "") == "ByteLevel";
   if (opts) opts->raw_byte_level_tail = tail;
   std::vector<std::unique_ptr<PreTokenizer>> parts;
