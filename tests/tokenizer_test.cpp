@@ -334,7 +334,7 @@ json tiny_tokenizer() {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) {
     std::string ch;
-    tok::utf8_append(ch, tok::byte_to_char()[b]);
+    utf8_append(ch, tok::byte_to_char()[b]);
     vocab[ch] = b;
   }
   vocab["he"] = 256;

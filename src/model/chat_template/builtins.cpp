@@ -104,7 +104,7 @@ Value replace(const std::string& s, std::vector<Value>& args) {
   if (from.empty()) {  // an empty pattern matches before every character and at the end
     for (char32_t c : code_points(s)) {
       if (remaining > 0) out += to, --remaining;
-      append_utf8(out, c);
+      utf8_append(out, c);
     }
     if (remaining > 0) out += to;
     return Value::string(std::move(out));

@@ -231,7 +231,7 @@ Value Interpreter::apply_filter(const Value& v, const Node& filter, const EnvPtr
     if (v.is_string()) {
       for (char32_t c : code_points(v.s())) {
         std::string ch;
-        append_utf8(ch, c);
+        utf8_append(ch, c);
         items.push_back(Value::string(ch));
       }
     } else if (v.is_array()) {

@@ -362,7 +362,7 @@ Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
       std::vector<Value> chars;
       for (char32_t c : code_points(object.s())) {
         std::string ch;
-        append_utf8(ch, c);
+        utf8_append(ch, c);
         chars.push_back(Value::string(std::move(ch)));
       }
       std::string out;

@@ -275,7 +275,7 @@ class Lexer {
     std::string out;
     unsigned pending_high = 0;  // a \uD8xx waiting for its low surrogate
     auto flush = [&] {
-      if (pending_high) append_utf8(out, pending_high);
+      if (pending_high) utf8_append(out, pending_high);
       pending_high = 0;
     };
     size_t start = pos_;
@@ -298,14 +298,14 @@ class Lexer {
         const unsigned unit = std::stoul(hex, nullptr, 16);
         pos_ += len;
         if (unit >= 0xDC00 && unit <= 0xDFFF && pending_high) {
-          append_utf8(out, 0x10000 + ((pending_high - 0xD800) << 10) + (unit - 0xDC00));
+          utf8_append(out, 0x10000 + ((pending_high - 0xD800) << 10) + (unit - 0xDC00));
           pending_high = 0;
         } else {
           flush();
           if (unit >= 0xD800 && unit <= 0xDBFF)
             pending_high = unit;
           else
-            append_utf8(out, unit);
+            utf8_append(out, unit);
         }
       } else {
         flush();

@@ -43,7 +43,7 @@ std::string map_chars(std::string_view s, F f) {
     if (n == 1 && cp >= 0x80)
       out += s[i];  // a malformed byte passes through
     else
-      append_utf8(out, f(cp));
+      utf8_append(out, f(cp));
     i += n;
   }
   return out;
@@ -94,27 +94,10 @@ std::vector<char32_t> code_points(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 std::string utf8(const std::vector<char32_t>& cps) {
   std::string out;
-  for (char32_t c : cps) append_utf8(out, c);
+  for (char32_t c : cps) utf8_append(out, c);
   return out;
 }
 
@@ -172,7 +155,7 @@ std::string capitalize(std::string_view s) {
   size_t n;
   const char32_t first = decode(s, 0, &n);
   std::string out;
-  append_utf8(out, static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(first))));
+  utf8_append(out, static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(first))));
   out += s.substr(n);
   return out;
 }

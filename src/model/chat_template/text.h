@@ -2,6 +2,7 @@
 // whitespace (String.prototype.trim and the template lexer agree on the set),
 // lengths and indices in UTF-16 units, and case mapping.
 #pragma once
+#include "core/utf8.h"
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -19,7 +20,6 @@ std::string js_trim_start(std::string_view s);
 std::string js_trim_end(std::string_view s);
 
 std::vector<char32_t> code_points(std::string_view s);
-void append_utf8(std::string& out, char32_t cp);
 std::string utf8(const std::vector<char32_t>& cps);
 
 // JavaScript's .length.

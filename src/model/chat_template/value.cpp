@@ -280,7 +280,7 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
         hex4(out, c);
       }
     } else {
-      append_utf8(out, c);
+      utf8_append(out, c);
     }
   }
   return out + "\"";

@@ -122,14 +122,7 @@ class Replace : public Decoder {
         continue;
       }
       if (literal_.empty()) continue;
-      std::string out;
-      size_t prev = 0;
-      for (size_t at; (at = t.find(literal_, prev)) != std::string::npos; prev = at + literal_.size()) {
-        out.append(t, prev, at - prev);
-        out += content_;
-      }
-      out.append(t, prev, std::string::npos);
-      t = std::move(out);
+      t = replace_all(t, literal_, content_);
     }
   }
 

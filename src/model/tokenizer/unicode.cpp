@@ -70,23 +70,6 @@ uint32_t utf8_next(std::string_view s, size_t& i) {
   return cp;
 }
 
-void utf8_append(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 std::string utf8_lossy(std::string_view s) {
   std::string out;
@@ -272,6 +255,17 @@ bool is_punctuation(uint32_t cp) {
                         (cp >= 0x7B && cp <= 0x7E);
   auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
   return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+}
+
+std::string replace_all(std::string_view t, std::string_view from, std::string_view to) {
+  std::string out;
+  size_t prev = 0;
+  for (size_t at; (at = t.find(from, prev)) != std::string_view::npos; prev = at + from.size()) {
+    out.append(t, prev, at - prev);
+    out += to;
+  }
+  out.append(t, prev, std::string_view::npos);
+  return out;
 }
 
 }  // namespace bonfire::tok

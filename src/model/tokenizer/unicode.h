@@ -3,6 +3,7 @@
 // normalization (utf8proc) and the whitespace set of JavaScript, which the
 // reference tokenizer (transformers.js) uses wherever HF writes \s or trim().
 #pragma once
+#include "core/utf8.h"
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,6 @@ inline int utf8_len(unsigned char c) {
 
 // Decodes the code point at s[i] (s must be valid UTF-8) and advances i.
 uint32_t utf8_next(std::string_view s, size_t& i);
-void utf8_append(std::string& out, uint32_t cp);
 
 // Replaces each maximal ill-formed subsequence with U+FFFD, exactly as the
 // WHATWG decoder (and Rust's from_utf8_lossy) does.
@@ -52,5 +52,8 @@ std::string strip_marks(std::string_view s);  // drops \p{M}
 bool is_letter_or_number(uint32_t cp);  // \p{L} or \p{N}
 bool is_punctuation(uint32_t cp);       // ASCII punctuation or \p{P}
 bool is_unicode_space(uint32_t cp);     // the White_Space property
+
+// Every occurrence of `from` (non-empty) in t replaced by `to`, left to right.
+std::string replace_all(std::string_view t, std::string_view from, std::string_view to);
 
 }  // namespace bonfire::tok
