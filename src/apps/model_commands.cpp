@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "graph/wire.h"
 #include "model/model_files.h"
 
@@ -20,13 +21,6 @@ struct Options {
   bool lines = false, no_special = false, generation_prompt = false, skip_special = false;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Runs fn, turning errors into PROTOCOL.md's error JSON and exit status 1.
 int guarded(const std::function<void()>& fn) {

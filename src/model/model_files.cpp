@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/safetensors.h"
@@ -18,13 +19,6 @@ namespace {
 
 std::string in_dir(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -98,7 +92,7 @@ std::optional<ChatTemplate> ModelFiles::chat_template(nlohmann::ordered_json* va
     }
   }
   if (vars) *vars = v;
-  if (fs::exists(jinja)) return ChatTemplate(read_text(jinja));
+  if (fs::exists(jinja)) return ChatTemplate(read_file(jinja));
   return from_config;
 }
 
