@@ -177,10 +177,14 @@ TEST_P(TokenizerGolden, SpecialTokenAccessors) {
   for (const json& a : tj["added_tokens"]) {
     EXPECT_EQ(tok->token_id(a["content"].get<std::string>()), a["id"].get<int32_t>());
     EXPECT_EQ(tok->token(a["id"]), a["content"].get<std::string>());
-    if (a["special"].get<bool>()) EXPECT_TRUE(tok->is_special(a["id"]));
+    if (a["special"].get<bool>()) {
+      EXPECT_TRUE(tok->is_special(a["id"]));
+    }
   }
   const json& g = golden(GetParam());
-  if (!g["special_prefix"].empty()) EXPECT_EQ(tok->bos_id(), g["special_prefix"][0].get<int32_t>());
+  if (!g["special_prefix"].empty()) {
+    EXPECT_EQ(tok->bos_id(), g["special_prefix"][0].get<int32_t>());
+  }
   EXPECT_FALSE(tok->eos_ids().empty());
   EXPECT_THROW(tok->token(tok->vocab_size()), Error);
   EXPECT_THROW(tok->decode({-1}), Error);
@@ -212,7 +216,9 @@ TEST_P(TokenizerGolden, LongInputsRoundTrip) {
     std::vector<int32_t> ids = tok->encode(s, false);
     EXPECT_FALSE(ids.empty());
     std::string back = tok->decode(ids);
-    if (GetParam() != "llama2") EXPECT_EQ(back.size(), s.size()) << GetParam();  // llama2 drops the leading space
+    if (GetParam() != "llama2") {  // llama2 drops the leading space
+      EXPECT_EQ(back.size(), s.size()) << GetParam();
+    }
   }
 }
 
