@@ -118,7 +118,7 @@ int graph_run_command(const GraphRunOptions& opts) {
   try {
     json j;
     try {
-      j = json::parse(read_file(opts.file));
+      j = json::parse(opts.file == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(opts.file));
     } catch (const json::parse_error& e) {
       bad_graph(std::string("malformed JSON: ") + e.what());
     }

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   graph->require_subcommand(1);
   auto* run = graph->add_subcommand("run", "run a graph call locally and print the result JSON");
   bonfire::GraphRunOptions gro;
-  run->add_option("file", gro.file, "the graph call (JSON; a list of calls runs them in order)")->required();
+  run->add_option("file", gro.file, "the graph call (JSON; a list of calls runs them in order; - reads stdin)")->required();
   run->add_option("--bind", gro.binds, "k=v values for param expressions")->take_all();
   gro.session_dir = bonfire::default_session_dir();
   run->add_option("--session-dir", gro.session_dir,
