@@ -1,13 +1,16 @@
 // Tokenizers from GGUF metadata (the tokenizer.ggml.* keys), translated into
 // the tokenizer.json pipeline that does the same thing:
 //   "gpt2":  byte-level BPE with merges; tokenizer.ggml.pre names llama.cpp's
-//            regex set (llama3 family, qwen2, deepseek-v3, gpt-2).
+//            regex set (llama3 family, qwen2, deepseek, falcon, starcoder,
+//            bloom, tekken, gpt-4o and the names that share theirs).
 //   "llama": SentencePiece pieces with scores, merged as llama.cpp's SPM
 //            tokenizer does; spaces become U+2581, one is prepended to each
 //            text run when add_space_prefix (default true).
 // Control (type 3) and user-defined (type 4) tokens are matched in the text
 // like HF's added tokens; control tokens count as special.
 #include <algorithm>
+#include <initializer_list>
+#include <iterator>
 
 #include "core/error.h"
 #include "model/tokenizer/tokenizer.h"
@@ -26,28 +29,138 @@ const char* const kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 const char* const kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+// GPT-2's pattern without the final \s+, as llama.cpp lists it for most
+// older families (text no alternative matches still becomes its own piece).
+const char* const kGpt2Words = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 const char* const kDeepseek3[] = {
     "\\p{N}{1,3}",
     "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",  // 一-龥 ぀-ゟ ゠-ヿ
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+"
     "[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
+const char* const kFalcon[] = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2Words, "[0-9][0-9][0-9]"};
+const char* const kStarcoder[] = {"\\p{N}", kGpt2Words};
+// BLOOM-style: a run of anything but whitespace and a few sentence marks.
+const char* const kBloom = " ?[^(\\s|.,!?…。，、।۔،)]+";
+const char* const kViking[] = {kBloom, "\\p{N}"};
+// llama.cpp runs regexes without \p{..} on text whose non-ASCII spaces were
+// replaced by U+000B, so a range never takes a space (U+0800-U+4E00 holds some).
+const char* const kCjkHangul = "(?:(?!\\s)[一-龥ࠀ-一가-퟿])+";
+const char* const kDeepseekLlm[] = {
+    "[\r\n]",
+    "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF"
+    "\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5"
+    "\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF"
+    "\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-\u1F57"
+    "\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3"
+    "\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D"
+    "\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184"
+    "\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787"
+    "\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F"
+    "\U000104B0-\U000104D3\U000104D8-\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF"
+    "\U0001E900-\U0001E943]+",
+    "\\s?[!-/:-~！-／：-～‘-‟、-。]+",  // U+3000 is a space: only \s may take it
+    "\\s+$",
+    kCjkHangul,
+    "\\p{N}+"};
+const char* const kDeepseekCoder[] = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjkHangul, "\\p{N}"};
+// Tekken and GPT-4o split words at lower-to-upper case changes. llama.cpp's
+// regex engine cannot tell the case of a non-ASCII letter, so it runs these
+// as "a letter that is not a-z" / "... not A-Z"; written the same way here
+// so the splits (and ids) agree with llama.cpp's.
+const char* const kTekken =
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|"
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char* const kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-// The regexes of a tokenizer.ggml.pre value, and whether merges are skipped
-// for words already in the vocabulary (llama.cpp does so for Llama 3).
+template <size_t N>
+void assign(std::vector<std::string>& out, const char* const (&list)[N]) {
+  out.assign(std::begin(list), std::end(list));
+}
+
+// llama.cpp's \s is the Unicode White_Space set: JavaScript's \s (which the
+// Split step follows, as the reference tokenizers do) plus U+0085, less
+// U+FEFF. The pre types matched against llama.cpp's own ids spell it out.
+std::string with_llama_spaces(const std::string& re) {
+  const std::string ws = "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < re.size(); ++i) {
+    char c = re[i];
+    if (c == '\\' && i + 1 < re.size()) {
+      char e = re[++i];
+      if (e == 's') out += in_class ? ws : "[" + ws + "]";
+      else if (e == 'S' && !in_class) out += "[^" + ws + "]";
+      else out += {'\\', e};
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    else if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < re.size() && re[i + 1] == '^') out += re[++i];
+      if (i + 1 < re.size() && re[i + 1] == ']') out += re[++i];  // a leading ] is literal
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The regexes of a tokenizer.ggml.pre value (applied one after another, each
+// to the pieces the previous ones left, as llama.cpp does), and whether merges
+// are skipped for words already in the vocabulary; both as llama.cpp's
+// llama-vocab.cpp sets them.
 bool pre_regexes(const std::string& pre, std::vector<std::string>& out, bool& ignore_merges) {
+  auto is = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return pre == n; });
+  };
   ignore_merges = false;
-  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
+  bool llama_spaces = true;
+  if (is({"llama3", "llama-v3", "llama-bpe", "falcon3"})) {
     out = {kLlama3};
     ignore_merges = true;
-  } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
+    llama_spaces = false;  // kept as the HF-reference tests expect
+  } else if (is({"dbrx", "smaug-bpe", "chatglm-bpe"})) {
+    out = {kLlama3};
+  } else if (is({"qwen2", "deepseek-r1-qwen"})) {
+    out = {kQwen2};
+    llama_spaces = false;
+  } else if (is({"stablelm2", "hunyuan"})) {
     out = {kQwen2};
   } else if (pre == "deepseek-v3") {
-    out.assign(std::begin(kDeepseek3), std::end(kDeepseek3));
-  } else if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
+    assign(out, kDeepseek3);
+    llama_spaces = false;
+  } else if (is({"default", "gpt2", "gpt-2"})) {
     out = {kGpt2};
+    llama_spaces = false;
+  } else if (is({"mpt", "olmo", "jais", "trillion"})) {
+    out = {kGpt2Words};
+  } else if (pre == "falcon") {
+    assign(out, kFalcon);
+  } else if (is({"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"})) {
+    assign(out, kStarcoder);
+  } else if (is({"bloom", "poro-chat", "gpt3-finnish"})) {
+    out = {kBloom};
+  } else if (pre == "viking") {
+    assign(out, kViking);
+  } else if (pre == "deepseek-llm") {
+    assign(out, kDeepseekLlm);
+  } else if (pre == "deepseek-coder") {
+    assign(out, kDeepseekCoder);
+  } else if (pre == "tekken") {
+    out = {kTekken};
+    ignore_merges = true;
+  } else if (pre == "gpt-4o") {
+    out = {kGpt4o};
   } else {
     return false;
   }
+  if (llama_spaces)
+    for (std::string& r : out) r = with_llama_spaces(r);
   return true;
 }
 
