@@ -1,6 +1,6 @@
 // Matrix products over weights in any stored dtype. The weight is read row by
-// row as stored (f32 through BLAS; f16/bf16/q8_0/q4_0 dequantized a tile at a
-// time into a thread's scratch), never expanded whole. Work is split over the
+// row as stored (f32 through BLAS; f16, bf16 and every GGUF block type
+// dequantized a tile at a time into a thread's scratch), never expanded whole. Work is split over the
 // worker's threads; called from inside a parallel region it runs inline.
 #pragma once
 #include <cstdint>
