@@ -241,18 +241,8 @@ std::string clean_up_tokenization(std::string s) {
   static const std::pair<const char*, const char*> kRules[] = {
       {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [from, to] : kRules) {
-    std::string f = from, t = to;
-    if (s.find(f) == std::string::npos) continue;
-    std::string out;
-    size_t prev = 0;
-    for (size_t at; (at = s.find(f, prev)) != std::string::npos; prev = at + f.size()) {
-      out.append(s, prev, at - prev);
-      out += t;
-    }
-    out.append(s, prev, std::string::npos);
-    s = std::move(out);
-  }
+  for (const auto& [from, to] : kRules)
+    if (s.find(from) != std::string::npos) s = replace_all(s, from, to);
   return s;
 }
 
