@@ -12,3 +12,16 @@ const nlohmann::json& ops_manifest() {
 }
 
 }  // namespace bonfire::spec
+
+namespace bonfire::spec {
+
+extern const std::string_view kIrSchema;
+
+std::string_view ir_schema_text() { return kIrSchema; }
+
+const nlohmann::json& ir_schema() {
+  static const nlohmann::json j = nlohmann::json::parse(kIrSchema);
+  return j;
+}
+
+}  // namespace bonfire::spec

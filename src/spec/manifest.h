@@ -7,5 +7,7 @@ namespace bonfire::spec {
 
 std::string_view ops_manifest_text();       // spec/ops-v3.json, byte for byte
 const nlohmann::json& ops_manifest();       // the same, parsed
+std::string_view ir_schema_text();          // spec/ir.schema.json, byte for byte
+const nlohmann::json& ir_schema();          // the same, parsed
 
 }  // namespace bonfire::spec
