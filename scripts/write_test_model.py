@@ -3,7 +3,7 @@
 
     write_test_model.py --family llama --out DIR [--tokenizer FOLDER]
         [--layers 2 --hidden 64 --heads 4 --kv-heads 2 --vocab N --seed 0
-         --dtype bf16 --gguf f32,f16,q8_0,q4_0]
+         --dtype bf16 --gguf f32,f16,q8_0,q4_0 --sliding-window N]
 
 DIR/hf/ gets config.json (as transformers serializes the family's config
 class), model.safetensors (HF tensor names and shapes), generation_config.json
@@ -11,6 +11,12 @@ and tokenizer.json + tokenizer_config.json (copied from FOLDER, or a small
 synthetic tokenizer). DIR/model-<type>.gguf gets what llama.cpp's
 convert_hf_to_gguf.py would write for that folder (f32, f16, bf16, q8_0), and
 for q4_0 what llama_model_quantize makes of the f32 file.
+
+--sliding-window N sets config.json's sliding_window (plus use_sliding_window
+and max_window_layers where the config has them); the GGUF gets
+<arch>.attention.sliding_window only where convert_hf_to_gguf.py writes it
+(gemma2, gemma3, phi3): the converter writes none for mistral, mixtral and the
+qwen families, and llama.cpp's llama/qwen2/qwen3 loaders read none.
 
 The weights are rounded to --dtype first, so the f32 GGUF holds exactly the
 safetensors values. Needs only numpy.
@@ -150,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--std", type=float, default=0.02, help="standard deviation of the random weights")
     ap.add_argument("--dtype", choices=sorted(ST_DTYPE), default="bf16", help="safetensors dtype")
+    ap.add_argument("--sliding-window", type=int, metavar="N",
+                    help="sliding attention window of N tokens, for families whose config has one (mistral, mixtral, "
+                         "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, gemma3_text, phi3); default: the family's own")
     ap.add_argument("--gguf", default="f32,f16,q8_0,q4_0", help=f"comma list of {', '.join(GGUF_TYPES)}; '' for none")
     args = ap.parse_args(argv)
 
@@ -174,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
                 bos_id=ids.get("bos", ids.get("eos", 0)), eos_id=ids.get("eos", 0), pad_id=ids.get("pad"))
 
     cfg = family.config(dims)
+    if args.sliding_window is not None:
+        if args.sliding_window < 1:
+            ap.error("--sliding-window must be positive")
+        try:
+            cfg = family.set_sliding_window(cfg, args.sliding_window)
+        except ValueError as e:
+            ap.error(str(e))
     cfg["torch_dtype"] = TORCH_DTYPE[args.dtype]
     cfg["transformers_version"] = TRANSFORMERS_VERSION
     cfg = dict(sorted(cfg.items()))

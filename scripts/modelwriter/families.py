@@ -340,6 +340,26 @@ class Family:
     def vocab_extras(self, cfg: dict) -> dict[str, Any]:
         return {}
 
+    def set_sliding_window(self, cfg: dict, n: int) -> dict:
+        """config.json with a sliding window of `n` tokens (write_test_model.py --sliding-window).
+
+        Any family whose config has `sliding_window` takes it. Configs with
+        `use_sliding_window` (the Qwen families) also get use_sliding_window=true
+        and max_window_layers=0, so every layer slides (transformers: layer i
+        slides when i >= max_window_layers; Qwen3-MoE slides all layers), and
+        their layer_types follow. Gemma 2/3 keep their sliding/full pattern.
+        The GGUF key <arch>.attention.sliding_window comes from gguf_params(),
+        i.e. only where convert_hf_to_gguf.py writes it (gemma2, gemma3, phi3)."""
+        if "sliding_window" not in cfg:
+            raise ValueError(f"{self.model_type} has no sliding window")
+        cfg = dict(cfg, sliding_window=int(n))
+        if "use_sliding_window" in cfg:
+            cfg["use_sliding_window"] = True
+            cfg["max_window_layers"] = 0
+            if "layer_types" in cfg:
+                cfg["layer_types"] = ["sliding_attention"] * len(cfg["layer_types"])
+        return cfg
+
 
 class Llama(Family):
     """Llama 3.2 layout: tied embeddings, llama3 rope scaling (-> rope_freqs)."""
