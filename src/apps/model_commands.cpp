@@ -5,6 +5,7 @@
 #include <memory>
 #include <sstream>
 
+#include "apps/cli_util.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "graph/wire.h"
@@ -21,20 +22,6 @@ struct Options {
   bool lines = false, no_special = false, generation_prompt = false, skip_special = false;
 };
 
-
-// Runs fn, turning errors into PROTOCOL.md's error JSON and exit status 1.
-int guarded(const std::function<void()>& fn) {
-  try {
-    fn();
-    return 0;
-  } catch (const Error& e) {
-    std::cout << error_to_json(e).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-  } catch (const std::exception& e) {
-    std::cout << error_to_json(Error(ErrorCode::Internal, e.what())).dump(-1, ' ', false, json::error_handler_t::replace)
-              << "\n";
-  }
-  return 1;
-}
 
 int tokenize(const Options& o) {
   return guarded([&] {
@@ -57,19 +44,7 @@ int tokenize(const Options& o) {
 int detokenize(const Options& o) {
   return guarded([&] {
     std::vector<int32_t> ids;
-    std::stringstream ss(o.tokens);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (item.find_first_not_of(" \t") == std::string::npos) continue;
-      try {
-        size_t used = 0;
-        const long long v = std::stoll(item, &used);
-        if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument("trailing");
-        ids.push_back((int32_t)v);
-      } catch (const std::exception&) {
-        throw Error(ErrorCode::BadGraph, "--tokens: \"" + item + "\" is not an integer id");
-      }
-    }
+    ids = parse_id_list(o.tokens, "--tokens");
     auto tok = ModelFiles::open(o.model)->tokenizer();
     for (int32_t id : ids)
       if (id < 0 || id >= tok->vocab_size())

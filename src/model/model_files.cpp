@@ -19,6 +19,48 @@ namespace {
 
 std::string in_dir(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A checkpoint's tensors as the IR reads them (docs/IR.md §3), for what a
+// safetensors folder stores differently from its GGUF conversion:
+//  - GPT-2's Conv1D weights are [in, out]; linear weights are [out, in].
+//  - Phi-3's LongRoPE factors live in config.json; GGUF carries them as the
+//    tensors rope_factors_{short,long}.weight, so the folder gets the same.
+void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
+  // Norm weights and biases are vectors the ops read as f32; they are tiny.
+  for (const std::string& name : store.names()) {
+    const Tensor& t = *store.find(name);
+    if (t.shape.size() == 1 && t.dtype != DType::F32) store.put(name, to_f32(t), c.source + " (as f32)");
+  }
+  if (c.family == "gpt2") {
+    for (const std::string& name : store.names()) {
+      if (!ends_with(name, "attn.c_attn.weight") && !ends_with(name, "attn.c_proj.weight") &&
+          !ends_with(name, "mlp.c_fc.weight") && !ends_with(name, "mlp.c_proj.weight"))
+        continue;
+      const Tensor w = to_f32(*store.find(name));
+      if (w.shape.size() != 2) continue;
+      Tensor t = Tensor::empty({w.shape[1], w.shape[0]});
+      for (int64_t i = 0; i < w.shape[0]; ++i)
+        for (int64_t j = 0; j < w.shape[1]; ++j) t.f32()[j * w.shape[0] + i] = w.f32()[i * w.shape[1] + j];
+      store.put(name, t, c.source + " (Conv1D transposed)");
+    }
+  }
+  const json& rs = c.rope_scaling;
+  if (rs.is_object() && (rs.value("rope_type", rs.value("type", std::string())) == "longrope" ||
+                         rs.value("rope_type", rs.value("type", std::string())) == "su")) {
+    for (const char* which : {"short", "long"}) {
+      const std::string key = std::string(which) + "_factor";
+      if (!rs.contains(key) || !rs[key].is_array()) continue;
+      const std::vector<float> f = rs[key].get<std::vector<float>>();
+      Tensor t = Tensor::empty({(int64_t)f.size()});
+      std::copy(f.begin(), f.end(), t.f32());
+      store.put(std::string("rope_factors_") + which + ".weight", t, c.source + " rope_scaling." + key);
+    }
+  }
+}
+
 
 }  // namespace
 
@@ -34,7 +76,12 @@ std::unique_ptr<ModelFiles> ModelFiles::open(const std::string& path) {
 }
 
 ModelConfig ModelFiles::config() const {
-  if (gguf_) return parse_gguf_config(gguf_->metadata(), path_);
+  if (gguf_) {
+    ModelConfig c = parse_gguf_config(gguf_->metadata(), path_);
+    // llama.cpp's converter drops output.weight when it equals the embedding.
+    c.tie_word_embeddings = gguf_->find("output.weight") == nullptr;
+    return c;
+  }
   return load_hf_config(in_dir(path_, "config.json"));
 }
 
@@ -51,6 +98,7 @@ WeightStore ModelFiles::weights() const {
   if (gguf_) return load_gguf_weights(*gguf_);
   WeightStore store;
   load_safetensors_folder(path_, store);
+  if (fs::exists(in_dir(path_, "config.json"))) adapt_hf_weights(config(), store);
   return store;
 }
 

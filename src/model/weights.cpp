@@ -47,6 +47,10 @@ void WeightStore::add(const std::string& name, Tensor t, const std::string& sour
   tensors_[name] = {std::move(t), source};
 }
 
+void WeightStore::put(const std::string& name, Tensor t, const std::string& source) {
+  tensors_[name] = {std::move(t), source};
+}
+
 const Tensor* WeightStore::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second.tensor;

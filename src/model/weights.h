@@ -33,6 +33,8 @@ class WeightStore {
  public:
   // Adds a tensor; a second tensor of the same name is an error naming both files.
   void add(const std::string& name, Tensor t, const std::string& source);
+  // Adds or replaces (a converted copy standing in for the file's tensor).
+  void put(const std::string& name, Tensor t, const std::string& source);
   const Tensor* find(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t size() const { return tensors_.size(); }

@@ -1,0 +1,134 @@
+#include "apps/ir_commands.h"
+
+#include <iostream>
+#include <memory>
+
+#include "apps/cli_util.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "ir/generation.h"
+#include "ir/lower.h"
+#include "model/model_files.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string path, file, mode = "decode", model;
+  int64_t tokens_n = 1, ctx = 0;
+  bool all_logits = false;
+  // generate
+  std::string prompt, tokens, ir_file;
+  int64_t max_tokens = 64, top_k = 0, penalty_window = 64;
+  double temperature = 0, top_p = 1, seed = 0, repetition_penalty = 1, presence_penalty = 0;
+  std::vector<std::string> stop;
+  bool json_out = false, ignore_eos = false;
+};
+
+json read_json_file(const std::string& path) {
+  const std::string text = path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCode::BadGraph, path + ": not valid JSON: " + e.what());
+  }
+}
+
+int from_hf(const Options& o) {
+  return guarded([&] { std::cout << ir::ir_for_model(*ModelFiles::open(o.path)).dump(2) << "\n"; });
+}
+
+int lower(const Options& o) {
+  return guarded([&] {
+    const json doc = read_json_file(o.file);
+    ir::LowerOptions lo;
+    lo.mode = o.mode;
+    lo.tokens = o.tokens_n;
+    lo.ctx = o.ctx;
+    lo.all_logits = o.all_logits;
+    std::unique_ptr<ModelFiles> files;
+    WeightStore weights;
+    if (!o.model.empty()) {
+      files = ModelFiles::open(o.model);
+      weights = files->weights();
+    }
+    std::cout << ir::lower(doc, lo, o.model.empty() ? nullptr : &weights).dump(1) << "\n";
+  });
+}
+
+int generate(const Options& o) {
+  return guarded([&] {
+    if (o.prompt.empty() == o.tokens.empty()) throw Error(ErrorCode::BadGraph, "give --prompt TEXT or --tokens 1,2,3");
+    ir::LocalModel::Options mo;
+    if (o.ctx > 0) mo.ctx = o.ctx;
+    mo.ir_file = o.ir_file;
+    auto model = ir::LocalModel::open(o.model, mo);
+    ir::GenerateRequest req;
+    req.prompt = o.tokens.empty() ? model->encode_prompt(o.prompt) : parse_id_list(o.tokens, "--tokens");
+    req.max_tokens = o.max_tokens;
+    req.stop = o.stop;
+    req.ignore_eos = o.ignore_eos;
+    req.sampling = {o.temperature, o.top_k, o.top_p, o.seed, o.repetition_penalty, o.presence_penalty, o.penalty_window};
+    ir::TokenCallback print;
+    if (!o.json_out)
+      print = [](int32_t, const std::string& piece) {
+        std::cout << piece << std::flush;
+        return true;
+      };
+    const ir::GenerateResult r = model->generate(req, print);
+    if (o.json_out) {
+      std::cout << r.to_json(o.model).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << "\n";
+      const json t = r.to_json(o.model)["timings"];
+      std::cerr << r.prompt_tokens << " prompt tokens, " << r.tokens.size() << " generated (" << r.finish_reason
+                << "); prefill " << t["prefillTokensPerSecond"].get<double>() << " tokens/s, decode "
+                << t["decodeTokensPerSecond"].get<double>() << " tokens/s\n";
+    }
+  });
+}
+
+}  // namespace
+
+std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
+  auto o = std::make_shared<Options>();
+  auto* fh = ir.add_subcommand("from-hf", "an IR document for a Hugging Face folder (or GGUF file), on stdout");
+  fh->add_option("path", o->path, "model folder, config.json's folder, or a .gguf file")->required();
+  auto* lw = ir.add_subcommand("lower", "the protocol graph an IR document lowers to, on stdout");
+  lw->add_option("file", o->file, "the IR document (- reads stdin)")->required();
+  lw->add_option("--mode", o->mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
+  lw->add_option("--tokens", o->tokens_n, "tokens of a prefill step (default 1)");
+  lw->add_option("--ctx", o->ctx, "the session's context (default: the model's)");
+  lw->add_option("--model", o->model, "the checkpoint, for widths the document leaves open");
+  lw->add_flag("--all-logits", o->all_logits, "return the logits of every position");
+
+  auto* gen = app.add_subcommand("generate", "one-shot text generation in one process");
+  gen->add_option("--model", o->model, "model folder or GGUF file")->required();
+  gen->add_option("--prompt", o->prompt, "text, tokenized as the model's tokenizer config says");
+  gen->add_option("--tokens", o->tokens, "prompt token ids, used as given (no BOS added)");
+  gen->add_option("--max-tokens", o->max_tokens, "tokens to generate (default 64)");
+  gen->add_option("--temperature", o->temperature, "0 = greedy (default)");
+  gen->add_option("--top-k", o->top_k, "0 = off");
+  gen->add_option("--top-p", o->top_p, "1 = off");
+  gen->add_option("--seed", o->seed, "sampling seed");
+  gen->add_option("--repetition-penalty", o->repetition_penalty, "1 = off");
+  gen->add_option("--presence-penalty", o->presence_penalty, "0 = off");
+  gen->add_option("--penalty-window", o->penalty_window, "tokens the penalties look back over (default 64)");
+  gen->add_option("--stop", o->stop, "stop strings (repeatable)");
+  gen->add_option("--ctx", o->ctx, "context length (default: min(model, 4096))");
+  gen->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
+  gen->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-sequence token");
+  gen->add_flag("--json", o->json_out, "print the /api/v3/generate response JSON");
+
+  return [o, fh, lw, gen]() -> int {
+    if (*fh) return from_hf(*o);
+    if (*lw) return lower(*o);
+    if (*gen) return generate(*o);
+    return -1;
+  };
+}
+
+}  // namespace bonfire

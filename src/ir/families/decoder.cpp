@@ -1,0 +1,367 @@
+#include "ir/families/decoder.h"
+
+#include "ops/rope.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace bonfire::ir {
+
+namespace {
+
+// {"per_layer": [...]} when the values differ, else the one value.
+template <typename T>
+json per_layer(const std::vector<T>& v) {
+  for (const auto& x : v)
+    if (x != v.front()) return {{"per_layer", v}};
+  return v.front();
+}
+
+json apply_on(const std::vector<bool>& on) {
+  bool all = true, none = true;
+  for (bool b : on) (b ? none : all) = false;
+  if (all) return true;
+  if (none) return false;
+  return {{"per_layer", on}};
+}
+
+class Nodes {
+ public:
+  explicit Nodes(const DecoderSpec& s) : s_(s) {}
+  void add(json node) { nodes_.push_back(std::move(node)); }
+  json& last() { return nodes_.back(); }
+  // A norm node; `prefix` is a name under the layer prefix unless `in_layer` is false.
+  json norm_node(const std::string& in, const std::string& out, const std::string& prefix, bool in_layer = true) const {
+    const std::string base = (in_layer ? s_.layer : "") + prefix;
+    if (s_.norm == "layernorm")
+      return {{"op", "layernorm"}, {"in", {in}}, {"out", out}, {"weight", base + ".weight"},
+              {"bias", base + ".bias"}, {"eps", s_.eps}};
+    json n = {{"op", "rmsnorm"}, {"in", {in}}, {"out", out}, {"weight", base + ".weight"}, {"eps", s_.eps}};
+    if (s_.norm_offset != 0) n["weight_offset"] = s_.norm_offset;
+    return n;
+  }
+  json take() { return std::move(nodes_); }
+
+ private:
+  const DecoderSpec& s_;
+  json nodes_ = json::array();
+};
+
+json rope_node(const DecoderSpec& s, const std::vector<std::string>& names, int64_t heads, int64_t kv_heads,
+               int64_t head_dim, int64_t n_rot) {
+  json n = {{"op", "rope"}, {"in", names}, {"out", names}, {"heads", heads}, {"head_dim", head_dim},
+            {"theta", per_layer(s.theta)}, {"pairing", s.pairing},
+            {"rope_heads", n_rot == head_dim ? "all" : "first"}};
+  if (names.size() > 1) n["kv_heads"] = kv_heads;
+  if (n_rot != head_dim) n["n_rot"] = n_rot;
+  if (!s.freq_factors.is_null()) n["freq_factors"] = s.freq_factors;
+  if (s.freq_scale != 1) n["freq_scale"] = s.freq_scale;
+  if (s.attn_factor != 1) n["attn_factor"] = s.attn_factor;
+  return n;
+}
+
+class Block {
+ public:
+  Block(const DecoderSpec& s, Nodes& n) : s_(s), n_(n) {}
+
+  // Adds a node that runs only where `apply` says.
+  void add(json node, const json& apply) {
+    if (apply != json(true)) node["apply"] = apply;
+    n_.add(std::move(node));
+  }
+  json linear(const std::string& in, const std::string& out, const std::string& name, bool bias) {
+    json n = {{"op", "linear"}, {"in", {in}}, {"out", out}, {"weight", s_.layer + name + ".weight"}};
+    if (bias) n["bias"] = s_.layer + name + ".bias";
+    return n;
+  }
+  json rmsnorm(const std::string& in, const std::string& out, const std::string& name, int64_t group = 0) {
+    json n = {{"op", "rmsnorm"}, {"in", {in}}, {"out", out}, {"weight", s_.layer + name + ".weight"}, {"eps", s_.eps}};
+    if (s_.norm_offset != 0) n["weight_offset"] = s_.norm_offset;
+    if (group > 0) n["group"] = group;
+    return n;
+  }
+  static json op(const std::string& o, std::vector<std::string> in, const std::string& out) {
+    return {{"op", o}, {"in", in}, {"out", out}};
+  }
+  json attention_node(const std::string& state) const {
+    json a = {{"op", "attention"}, {"in", {"q", "k", "v"}}, {"out", "attn"}, {"state", state},
+              {"heads", s_.heads}, {"kv_heads", s_.kv_heads}, {"head_dim", s_.head_dim},
+              {"scale", s_.scale > 0 ? s_.scale : 1 / std::sqrt(double(s_.head_dim))}, {"causal", true},
+              {"window", per_layer(s_.window)}, {"sinks", 0}};
+    if (s_.softcap > 0) a["softcap"] = s_.softcap;
+    if (s_.alibi) a["softmax"] = "alibi";
+    return a;
+  }
+
+  void attention(const json& on) {
+    const int64_t H = s_.heads, KV = s_.kv_heads, hd = s_.head_dim;
+    if (!s_.fused.weight.empty()) {
+      json lin = {{"op", "linear"}, {"in", {"h"}}, {"out", "qkv"}, {"weight", s_.layer + s_.fused.weight}};
+      if (!s_.fused.bias.empty()) lin["bias"] = s_.layer + s_.fused.bias;
+      add(lin, on);
+      json split = {{"op", "split"}, {"in", {"qkv"}}, {"out", {"q", "k", "v"}}, {"sizes", s_.fused.sizes}};
+      if (s_.fused.groups > 1) split["groups"] = s_.fused.groups;
+      add(split, on);
+    } else {
+      add(linear("h", "q", s_.q, s_.qkv_bias), on);
+      add(linear("h", "k", s_.k, s_.qkv_bias), on);
+      add(linear("h", "v", s_.v, s_.qkv_bias), on);
+    }
+    if (!s_.q_norm.empty()) {
+      add(rmsnorm("q", "q", s_.q_norm, s_.qk_norm_per_head ? hd : 0), on);
+      add(rmsnorm("k", "k", s_.k_norm, s_.qk_norm_per_head ? hd : 0), on);
+    }
+    if (s_.n_rot > 0) add(rope_node(s_, {"q", "k"}, H, KV, hd, s_.n_rot), on);
+    add(attention_node("kv"), on);
+  }
+
+  // DeepSeek: low-rank q (or a plain q_proj), the compressed kv latent and
+  // its shared rotary key part.
+  void mla(const json& on) {
+    const int64_t H = s_.heads;
+    if (s_.q_lora_rank > 0) {
+      add(linear("h", "qa", "self_attn.q_a_proj", false), on);
+      add(rmsnorm("qa", "qa", "self_attn.q_a_layernorm"), on);
+      add(linear("qa", "q", "self_attn.q_b_proj", false), on);
+    } else {
+      add(linear("h", "q", "self_attn.q_proj", false), on);
+    }
+    add({{"op", "split"}, {"in", {"q"}}, {"out", {"q_nope", "q_pe"}}, {"sizes", {s_.qk_nope, s_.qk_rope}},
+         {"groups", H}}, on);
+    add(linear("h", "kva", "self_attn.kv_a_proj_with_mqa", false), on);
+    add({{"op", "split"}, {"in", {"kva"}}, {"out", {"c", "k_pe"}}, {"sizes", {s_.kv_lora_rank, s_.qk_rope}}}, on);
+    add(rmsnorm("c", "c", "self_attn.kv_a_layernorm"), on);
+    add(rope_node(s_, {"q_pe", "k_pe"}, H, 1, s_.qk_rope, s_.qk_rope), on);
+    const std::string kv_b = s_.layer + "self_attn.kv_b_proj.weight";
+    add({{"op", "mla_attention"}, {"in", {"q_nope", "q_pe", "c", "k_pe"}}, {"out", "attn"}, {"state", "kv"},
+         {"heads", H}, {"kv_rank", s_.kv_lora_rank}, {"qk_nope", s_.qk_nope}, {"qk_rope", s_.qk_rope},
+         {"v_head_dim", s_.v_head_dim}, {"k_b", kv_b}, {"v_b", kv_b},
+         {"scale", s_.scale > 0 ? s_.scale : 1 / std::sqrt(double(s_.qk_nope + s_.qk_rope))}, {"causal", true},
+         {"window", 0}, {"sinks", 0}}, on);
+  }
+
+  // LFM2's gated short convolution: B, C, x from one projection.
+  void short_conv(const json& on) {
+    const int64_t d = s_.d;
+    add(linear("h", "bcx", "conv.in_proj", false), on);
+    add({{"op", "split"}, {"in", {"bcx"}}, {"out", {"cb", "cc", "cx"}}, {"sizes", {d, d, d}}}, on);
+    add(op("mul", {"cb", "cx"}, "bx"), on);
+    add({{"op", "conv1d_causal"}, {"in", {"bx"}}, {"out", "conv"}, {"state", "conv"},
+         {"weight", s_.layer + "conv.conv.weight"}, {"channels", d}, {"kernel", s_.conv_kernel}}, on);
+    add(op("mul", {"cc", "conv"}, "y"), on);
+    add(linear("y", "o", "conv.out_proj", false), on);
+  }
+
+  void mlp(const std::string& in, const json& on) {
+    if (s_.mlp == "gelu" || s_.mlp == "gelu_exact") {
+      add(linear(in, "u", s_.up, s_.mlp_bias), on);
+      add({{"op", "gelu"}, {"in", {"u"}}, {"out", "u"}, {"approx", s_.mlp == "gelu" ? "tanh" : "none"}}, on);
+      add(linear("u", "f", s_.down, s_.mlp_bias), on);
+      return;
+    }
+    if (s_.mlp == "fused_swiglu") {
+      add(linear(in, "gu", s_.gate, false), on);
+      add({{"op", "split"}, {"in", {"gu"}}, {"out", {"g", "u"}}, {"sizes", {s_.ffn, s_.ffn}}}, on);
+    } else {
+      add(linear(in, "g", s_.gate, s_.mlp_bias), on);
+      add(linear(in, "u", s_.up, s_.mlp_bias), on);
+    }
+    if (s_.mlp == "geglu")
+      add({{"op", "gelu"}, {"in", {"g"}}, {"out", "g"}, {"approx", "tanh"}}, on);
+    else
+      add(op("silu", {"g"}, "g"), on);
+    add(op("mul", {"g", "u"}, "m"), on);
+    add(linear("m", "f", s_.down, s_.mlp_bias), on);
+  }
+
+  void moe(const std::string& in, const json& on) {
+    json m = {{"op", "moe_ffn"}, {"in", {in}}, {"out", "f"}, {"router", s_.layer + s_.router + ".weight"},
+              {"experts", {{"gate", s_.layer + s_.expert_gate + ".weight"}, {"up", s_.layer + s_.expert_up + ".weight"},
+                           {"down", s_.layer + s_.expert_down + ".weight"}}},
+              {"n_experts", s_.n_experts}, {"top_k", s_.top_k}, {"gate_norm", s_.renorm ? "renorm" : "raw"},
+              {"activation", "silu"}, {"scoring", s_.scoring}};
+    if (!s_.selection_bias.empty()) m["selection_bias"] = s_.layer + s_.selection_bias;
+    if (s_.groups > 1) m["groups"] = {{"n", s_.groups}, {"top", s_.top_groups}};
+    add(m, on);
+    if (s_.routed_scale != 1)
+      add({{"op", "affine"}, {"in", {"f"}}, {"out", "f"}, {"scale", s_.routed_scale}, {"shift", 0}}, on);
+    if (s_.shared_up.empty()) return;
+    add(linear(in, "sg", s_.shared_gate, false), on);
+    add(linear(in, "su", s_.shared_up, false), on);
+    add(op("silu", {"sg"}, "sg"), on);
+    add(op("mul", {"sg", "su"}, "sm"), on);
+    add(linear("sm", "sf", s_.shared_down, false), on);
+    if (!s_.shared_expert_gate.empty()) {
+      add(linear(in, "sgate", s_.shared_expert_gate, false), on);
+      add(op("sigmoid", {"sgate"}, "sgate"), on);
+      add(op("mul_col", {"sf", "sgate"}, "sf"), on);
+    }
+    add(op("add", {"f", "sf"}, "f"), on);
+  }
+
+ private:
+  const DecoderSpec& s_;
+  Nodes& n_;
+};
+
+json affine(const std::string& in, const std::string& out, double scale, double shift) {
+  return {{"op", "affine"}, {"in", {in}}, {"out", out}, {"scale", scale}, {"shift", shift}};
+}
+
+}  // namespace
+
+json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
+  const int64_t L = s.n_layers;
+  // Embedding.
+  Nodes embed(s);
+  embed.add({{"op", "embedding"}, {"in", {"tokens"}}, {"out", "x"}, {"weight", s.embed}});
+  if (!s.pos_embed.empty()) {
+    embed.add({{"op", "pos_embedding"}, {"in", json::array()}, {"out", "p"}, {"weight", s.pos_embed}});
+    embed.add(Block::op("add", {"x", "p"}, "x"));
+  }
+  if (s.embed_scale != 1) embed.add(affine("x", "x", s.embed_scale, 0));
+  if (!s.embed_norm.empty()) embed.add(embed.norm_node("x", "x", s.embed_norm, false));
+
+  // The block.
+  Nodes nodes(s);
+  Block b(s, nodes);
+  std::vector<bool> attn_on(L), conv_on(L), dense_on(L), moe_on(L);
+  for (int64_t l = 0; l < L; ++l) {
+    conv_on[l] = s.conv_layer.size() == size_t(L) && s.conv_layer[l];
+    attn_on[l] = !conv_on[l];
+    moe_on[l] = s.moe_layer.size() == size_t(L) && s.moe_layer[l];
+    dense_on[l] = !moe_on[l];
+  }
+  const json always = true;
+  b.add(nodes.norm_node("x", "h", s.attn_norm), always);
+  if (s.mla)
+    b.mla(apply_on(attn_on));
+  else if (std::find(attn_on.begin(), attn_on.end(), true) != attn_on.end())
+    b.attention(apply_on(attn_on));
+  if (std::find(conv_on.begin(), conv_on.end(), true) != conv_on.end()) b.short_conv(apply_on(conv_on));
+  b.add(b.linear("attn", "o", s.o, s.o_bias), apply_on(attn_on));
+  if (!s.post_attn_norm.empty()) b.add(nodes.norm_node("o", "o", s.post_attn_norm), always);
+  if (s.residual_scale != 1) b.add(affine("o", "o", s.residual_scale, 0), always);
+  std::string mlp_in = "h2";
+  if (s.parallel.empty()) {
+    b.add(Block::op("add", {"x", "o"}, "x"), always);
+    b.add(nodes.norm_node("x", "h2", s.ffn_norm), always);
+  } else if (s.parallel == "shared") {
+    mlp_in = "h";
+  } else {
+    b.add(nodes.norm_node("x", "h2", s.ffn_norm), always);
+  }
+  if (std::find(dense_on.begin(), dense_on.end(), true) != dense_on.end()) b.mlp(mlp_in, apply_on(dense_on));
+  if (std::find(moe_on.begin(), moe_on.end(), true) != moe_on.end()) b.moe(mlp_in, apply_on(moe_on));
+  if (!s.post_ffn_norm.empty()) b.add(nodes.norm_node("f", "f", s.post_ffn_norm), always);
+  if (s.residual_scale != 1) b.add(affine("f", "f", s.residual_scale, 0), always);
+  if (!s.parallel.empty()) b.add(Block::op("add", {"x", "o"}, "x"), always);
+  b.add(Block::op("add", {"x", "f"}, "x"), always);
+
+  // State: one kv slot (MLA caches the latent), LFM2's conv state.
+  json state = json::array();
+  std::vector<int64_t> max_len(L, s.ctx);
+  if (s.mla)
+    state.push_back({{"name", "kv"}, {"kind", "kv"}, {"heads", 1}, {"kv_heads", 1},
+                     {"head_dim", s.kv_lora_rank + s.qk_rope}, {"max_len", s.ctx}, {"window", 0}, {"sinks", 0}});
+  else
+    state.push_back({{"name", "kv"}, {"kind", "kv"}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
+                     {"head_dim", s.head_dim}, {"max_len", s.ctx}, {"window", per_layer(s.window)}, {"sinks", 0}});
+  if (s.conv_kernel > 0)
+    state.push_back({{"name", "conv"}, {"kind", "recurrent"}, {"op", "conv1d_causal"}, {"dtype", "f32"},
+                     {"tensors", {{{"name", "conv"}, {"shape", {s.conv_kernel - 1, s.d}}, {"init", 0}}}}});
+
+  // Head.
+  Nodes head(s);
+  head.add(head.norm_node("x", "x", s.final_norm, false));
+  head.add({{"op", "linear"}, {"in", {"x"}}, {"out", "logits"}, {"weight", s.tied ? s.embed : s.lm_head}});
+  if (s.tied) head.last()["tied_to"] = s.embed;
+  if (s.logit_scale != 1) head.add(affine("logits", "logits", s.logit_scale, 0));
+  if (s.final_softcap > 0) {
+    // cap·tanh(z/cap) = 2cap·sigmoid(2z/cap) − cap, in ops every worker has.
+    head.add(affine("logits", "logits", 2 / s.final_softcap, 0));
+    head.add(Block::op("sigmoid", {"logits"}, "logits"));
+    head.add(affine("logits", "logits", 2 * s.final_softcap, -s.final_softcap));
+  }
+
+  json doc = {{"ir_version", 1},
+              {"family_hint", s.family},
+              {"model", {{"vocab", s.vocab}, {"d", s.d}, {"n_layers", L}, {"ctx", s.ctx}}},
+              {"inputs", {"tokens"}},
+              {"outputs", {"logits"}},
+              {"modes", {{"prefill", "T prompt tokens at positions pos..pos+T-1; fills the caches"},
+                         {"decode", "one token at position pos"}}},
+              {"embed", {{"nodes", embed.take()}}},
+              {"block", {{"repeat", L}, {"state", state}, {"nodes", nodes.take()}}},
+              {"head", {{"nodes", head.take()}}}};
+  json tok = {{"type", "bpe"}, {"source", "tokenizer.json"}};
+  tok["bos"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
+  json specials = json::object();
+  if (!c.eos_token_ids.empty()) specials["eos"] = c.eos_token_ids.front();
+  if (c.bos_token_id >= 0) specials["bos"] = c.bos_token_id;
+  if (c.pad_token_id >= 0) specials["pad"] = c.pad_token_id;
+  tok["specials"] = specials;
+  doc["tokenizer"] = tok;
+  return doc;
+}
+
+DecoderSpec llama_like(const ModelConfig& c) {
+  DecoderSpec s;
+  s.family = c.family;
+  s.vocab = c.vocab_size;
+  s.d = c.hidden_size;
+  s.n_layers = c.n_layers;
+  s.ctx = c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096;
+  s.eps = c.norm_eps;
+  s.heads = c.n_heads;
+  s.kv_heads = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
+  s.head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.n_heads;
+  s.n_rot = static_cast<int64_t>(std::llround(s.head_dim * c.partial_rotary_factor));
+  s.theta.assign(c.n_layers, c.rope_theta);
+  s.window.assign(c.n_layers, 0);
+  s.qkv_bias = c.attention_bias;
+  s.o_bias = false;
+  s.mlp_bias = c.mlp_bias;
+  s.tied = c.tie_word_embeddings;
+  s.moe_layer.assign(c.n_layers, false);
+  s.conv_layer.assign(c.n_layers, false);
+  if (c.sliding_window > 0)
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      if (c.layer_types.empty() || c.layer_types[l] == "sliding_attention") s.window[l] = c.sliding_window;
+  set_rope_scaling(s, c);
+  return s;
+}
+
+void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
+  const json& rs = c.rope_scaling;
+  if (!rs.is_object() || s.n_rot == 0) return;
+  const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+  const double theta = c.rope_theta;
+  if (type == "linear") {
+    s.freq_scale = 1 / rs.value("factor", 1.0);
+  } else if (type == "llama3" || type == "yarn") {
+    // Position-independent: the ratio to the plain frequencies, per frequency.
+    float attention = 1;
+    const std::vector<float> plain = rope_inv_freq(nullptr, theta, s.n_rot, 1, &attention);
+    const std::vector<float> scaled = rope_inv_freq(rs, theta, s.n_rot, 1, &attention);
+    json f = json::array();
+    for (size_t j = 0; j < plain.size(); ++j) f.push_back(double(plain[j]) / double(scaled[j]));
+    s.freq_factors = f;
+    s.attn_factor = attention;
+  } else if (type == "longrope" || type == "su") {
+    // Short factors within the original context, long ones beyond it: the
+    // loader provides both as tensors (GGUF names), the lowering chooses.
+    const int64_t orig = rs.value("original_max_position_embeddings",
+                                  c.raw.value("original_max_position_embeddings", int64_t(0)));
+    s.freq_factors = {{"short", "rope_factors_short.weight"}, {"long", "rope_factors_long.weight"},
+                      {"original_ctx", orig}};
+    const double f = orig > 0 ? double(c.max_position_embeddings) / double(orig) : rs.value("factor", 1.0);
+    s.attn_factor = rs.contains("attention_factor") ? rs["attention_factor"].get<double>()
+                    : f <= 1                        ? 1.0
+                                                    : std::sqrt(1 + std::log(f) / std::log(double(orig)));
+  }
+  // "dynamic" (NTK) changes frequencies only past max_position_embeddings,
+  // which is the document's ctx: within it, the plain frequencies are exact.
+}
+
+}  // namespace bonfire::ir

@@ -1,0 +1,105 @@
+// Text generation on one machine: model files → IR → lowered step graphs →
+// the engine. The prefill is one graph over the whole prompt; each decode
+// step re-runs one parsed graph with a new bind ({"pos", "step"}). Tokens
+// are chosen on the device by the graph's `sample` op, keyed on (seed,
+// step), so the same request gives the same tokens wherever it runs.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/limits.h"
+#include "graph/session.h"
+#include "model/model_files.h"
+
+namespace bonfire::ir {
+
+using nlohmann::json;
+
+struct SamplingParams {
+  double temperature = 0;  // 0: the most likely token
+  int64_t top_k = 0;
+  double top_p = 1;
+  double seed = 0;
+  double repetition_penalty = 1;
+  double presence_penalty = 0;
+  int64_t penalty_window = 64;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;  // token ids, used as given
+  int64_t max_tokens = 64;
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // the text ends before the first one that appears
+  bool ignore_eos = false;
+  bool return_logits = false;  // keep the logits of the last prompt position
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated, without a final eos
+  std::string text;
+  int64_t prompt_tokens = 0;
+  std::string finish_reason;  // "length", "stop" or "eos"
+  double prefill_ms = 0, decode_ms = 0;
+  std::vector<float> prompt_logits;  // with return_logits
+  json to_json(const std::string& model) const;  // the /api/v3/generate response
+};
+
+// Called for every generated token with the text that became final; false
+// cancels the generation.
+using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
+
+class LocalModel {
+ public:
+  struct Options {
+    int64_t ctx = 4096;        // the session's context, capped at the model's
+    std::string ir_file;       // a document to use instead of the model's
+  };
+  // Opens the files, checks the IR (schema and rules) against the weights.
+  // Throws Error naming what is wrong.
+  static std::unique_ptr<LocalModel> open(const std::string& path, const Options& options);
+
+  const json& ir() const { return ir_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelConfig& config() const { return config_; }
+  int64_t ctx() const { return ctx_; }
+  const std::vector<int32_t>& eos_ids() const { return eos_; }
+  // The prompt ids for `text` as the model's tokenizer config says (BOS...).
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
+
+  // Prompts longer than the context (minus one position to generate) are
+  // refused with too_large; max_tokens is cut to what the context holds.
+  GenerateResult generate(const GenerateRequest& request, const TokenCallback& on_token = nullptr);
+
+  // Logits of every position of `tokens` ([T, vocab], row-major), one
+  // prefill graph (perplexity, tests).
+  std::vector<float> all_logits(const std::vector<int32_t>& tokens);
+
+ private:
+  LocalModel() = default;
+  // The parsed graph for a step, lowered on first use.
+  const Call& step(const std::string& mode, int64_t tokens, const SamplingParams* sampling, bool logits,
+                   bool all_logits);
+  std::map<std::string, Tensor> run(const Call& call, const std::vector<int32_t>& tokens, int64_t pos, int64_t step,
+                                    Session& session);
+
+  std::unique_ptr<ModelFiles> files_;
+  ModelConfig config_;
+  WeightStore weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  json ir_;
+  int64_t ctx_ = 0;
+  std::vector<int32_t> eos_;
+  Limits limits_;
+  std::map<std::string, Call> steps_;
+};
+
+// The IR document for the model at `path`: its own bonfire.ir.json when the
+// folder has one, else the family module's document for its config.
+json ir_for_model(const ModelFiles& files);
+
+}  // namespace bonfire::ir

@@ -1,0 +1,447 @@
+// The walk over a document (embed, block × n_layers, head) and the ops
+// without state. Every IR value becomes a graph node id "L<layer>.<name>.<n>"
+// (embed: "E.", head: "H."); a name defined again gets the next n.
+#include <cmath>
+
+#include "ir/lowerer.h"
+
+namespace bonfire::ir {
+
+std::string state_name(int64_t layer, const std::string& slot, const std::string& tensor) {
+  return "L" + std::to_string(layer) + "." + slot + "." + tensor;
+}
+
+Lowerer::Lowerer(const json& doc, const LowerOptions& options, const WeightStore* weights)
+    : doc_(doc), opt_(options), weights_(weights) {
+  if (opt_.mode != "prefill" && opt_.mode != "decode")
+    throw Error(ErrorCode::BadGraph, "lowering mode must be \"prefill\" or \"decode\", got \"" + opt_.mode + "\"");
+  if (doc.contains("modes") && doc["modes"].is_object() && !doc["modes"].empty() && !doc["modes"].contains(opt_.mode))
+    throw Error(ErrorCode::BadGraph, "the document's modes do not list \"" + opt_.mode + "\"");
+  T_ = opt_.mode == "decode" ? 1 : opt_.tokens;
+  if (T_ < 1) throw Error(ErrorCode::BadGraph, "a prefill needs at least one token");
+  allocate_ = opt_.mode == "prefill" && opt_.allocate;
+  if (opt_.ctx <= 0) opt_.ctx = doc["model"]["ctx"].get<int64_t>();
+}
+
+void Lowerer::fail(const std::string& message) const {
+  throw Error(ErrorCode::BadGraph, path_ + ": " + message, path_);
+}
+
+std::string Lowerer::emit(const std::string& op, const std::vector<std::string>& in, json params,
+                          const std::string& hint) {
+  std::string base = (layer_ >= 0 ? "L" + std::to_string(layer_) : in_head_ ? std::string("H") : std::string("E")) +
+                     "." + (hint.empty() ? op : hint);
+  const int n = id_counts_[base]++;
+  const std::string id = n == 0 ? base : base + "." + std::to_string(n);
+  json node = {{"id", id}, {"op", op}, {"in", in}};
+  if (!params.empty()) node["params"] = std::move(params);
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+std::string Lowerer::constant(const std::string& hint, const std::vector<float>& data,
+                              const std::vector<int64_t>& shape) {
+  std::string name = "const." + hint;
+  for (int n = 1; inline_weights_.contains(name); ++n) name = "const." + hint + "." + std::to_string(n);
+  inline_weights_[name] = {{"shape", shape}, {"data", data}};
+  return "w:" + name;
+}
+
+const json& Lowerer::field(const char* key) const {
+  static const json null_value;
+  if (!node_->contains(key)) return null_value;
+  return at_layer((*node_)[key], layer_ < 0 ? 0 : layer_);
+}
+
+int64_t Lowerer::int_field(const char* key, int64_t dflt) const {
+  const json& v = field(key);
+  if (v.is_null()) return dflt;
+  if (!v.is_number()) fail(std::string("\"") + key + "\" must be a number on layer " + std::to_string(layer_));
+  return v.get<int64_t>();
+}
+
+double Lowerer::num_field(const char* key, double dflt) const {
+  const json& v = field(key);
+  if (v.is_null()) return dflt;
+  if (!v.is_number()) fail(std::string("\"") + key + "\" must be a number on layer " + std::to_string(layer_));
+  return v.get<double>();
+}
+
+std::string Lowerer::str_field(const char* key, const std::string& dflt) const {
+  const json& v = field(key);
+  return v.is_string() ? v.get<std::string>() : dflt;
+}
+
+const Tensor* Lowerer::weight_tensor(const std::string& tmpl, int64_t expert) const {
+  if (!weights_) return nullptr;
+  const std::string name = weight_name(tmpl, weight_set_, expert);
+  const Tensor* t = weights_->find(name);
+  if (!t) fail("the checkpoint has no tensor \"" + name + "\"");
+  return t;
+}
+
+std::string Lowerer::weight(const std::string& tmpl, int64_t expert) const {
+  weight_tensor(tmpl, expert);
+  return "w:" + weight_name(tmpl, weight_set_, expert);
+}
+
+size_t Lowerer::input_count() const { return (*node_)["in"].size(); }
+
+Value Lowerer::input(size_t i) const {
+  const json& in = (*node_)["in"];
+  if (i >= in.size()) fail("needs at least " + std::to_string(i + 1) + " inputs");
+  const std::string name = in[i].get<std::string>();
+  if (in_head_) {
+    auto r = head_rows_.find(name);
+    if (r != head_rows_.end()) return r->second;
+  }
+  auto it = env_.find(name);
+  if (it == env_.end()) fail("reads \"" + name + "\" before it is defined (rule R4)");
+  return it->second;
+}
+
+int64_t Lowerer::width_of(const Value& v, const char* what) const {
+  if (v.width < 0)
+    fail(std::string("the width of the ") + what + " is not fixed by the document; lower with the model's weights");
+  return v.width;
+}
+
+const json& Lowerer::slot(const std::string& name) const {
+  const json& block = doc_["block"];
+  if (block.contains("state"))
+    for (const auto& s : block["state"])
+      if (s.value("name", "") == name) return s;
+  fail("names the state slot \"" + name + "\", which block.state does not define (rule R8)");
+}
+
+int64_t Lowerer::cache_rows(const json& s) const {
+  const json& m = at_layer(s["max_len"], layer_);
+  const int64_t max_len = m.is_number() ? m.get<int64_t>() : opt_.ctx;
+  return std::min(max_len, opt_.ctx);
+}
+
+std::string Lowerer::expr_plus_tokens(const std::string& base) const { return base + " + " + std::to_string(T_); }
+
+std::string Lowerer::state(const std::string& slot_name, const std::string& tensor, const std::vector<int64_t>& shape) {
+  const std::string name = state_name(layer_, slot_name, tensor);
+  auto it = state_refs_.find(name);
+  if (it != state_refs_.end()) return it->second;
+  std::string ref = "s:" + name;
+  if (allocate_) {
+    ref = emit("zeros", {}, {{"shape", shape}}, slot_name + "." + tensor + ".alloc");
+    retain_[name] = ref;
+  }
+  state_refs_[name] = ref;
+  return ref;
+}
+
+void Lowerer::state_written(const std::string& slot_name, const std::string& tensor, const std::string& ref) {
+  const std::string name = state_name(layer_, slot_name, tensor);
+  state_refs_[name] = ref;
+  if (retain_.contains(name)) retain_[name] = ref;
+}
+
+std::string Lowerer::state_of_layer(int64_t layer, const std::string& slot_name, const std::string& tensor) const {
+  const std::string name = state_name(layer, slot_name, tensor);
+  auto it = state_refs_.find(name);
+  return it != state_refs_.end() ? it->second : "s:" + name;
+}
+
+namespace {
+
+// x * c for c of width 1 (a column): the protocol broadcasts rows only, so
+// the product is taken on the transposes.
+std::string mul_column(Lowerer& L, const std::string& x, const std::string& c) {
+  const std::string xt = L.emit("transpose", {x});
+  const std::string ct = L.emit("transpose", {c});
+  return L.emit("transpose", {L.emit("mul", {xt, ct})}, json::object(), "mul_col");
+}
+
+Value binary(Lowerer& L, const std::string& op) {
+  const Value a = L.input(0), b = L.input(1);
+  if (b.width == 1 && a.width != 1 && L.tokens() > 1) {
+    if (op == "mul") return {mul_column(L, a.ref, b.ref), a.width};
+    const std::string ones = L.constant("ones", std::vector<float>(L.width_of(a, "first input"), 1.f), {1, a.width});
+    const std::string wide = L.emit("matmul", {b.ref, ones}, json::object(), "broadcast");
+    return {L.emit(op, {a.ref, wide}), a.width};
+  }
+  return {L.emit(op, {a.ref, b.ref}), a.width >= 0 ? a.width : b.width};
+}
+
+// 1/sqrt(mean(x²) + eps) per row, from one rmsnorm: over the row [x | 1] of
+// width d+1 with eps' = (d·eps − 1)/(d+1), the last column comes out as
+// sqrt((d+1)/d) / sqrt(mean(x²) + eps).
+Value rms_row(Lowerer& L) {
+  const Value x = L.input(0);
+  const int64_t d = L.width_of(x, "input");
+  const double eps = L.num_field("eps", 1e-6);
+  const int64_t T = L.tokens();
+  const std::string ones_col = L.constant("ones", std::vector<float>(T, 1.f), {T, 1});
+  const std::string row = L.emit("concat", {x.ref, ones_col}, {{"axis", -1}});
+  const std::string gamma = L.constant("ones", std::vector<float>(d + 1, 1.f), {d + 1});
+  const std::string n = L.emit("rmsnorm", {row, gamma}, {{"eps", (d * eps - 1) / (d + 1)}});
+  const std::string last = L.emit("slice", {n}, {{"start", d}, {"length", 1}, {"axis", -1}});
+  return {L.emit("scale", {last}, {{"factor", std::sqrt(double(d) / (d + 1))}}, "rms_row"), 1};
+}
+
+Value split_part(Lowerer& L, const Value& x, int64_t groups, int64_t offset, int64_t size, int64_t total) {
+  if (groups == 1) return {L.emit("slice", {x.ref}, {{"start", offset}, {"length", size}, {"axis", -1}}), size};
+  const int64_t T = L.tokens();
+  const std::string rows = L.emit("reshape", {x.ref}, {{"shape", {T * groups, total}}});
+  const std::string part = L.emit("slice", {rows}, {{"start", offset}, {"length", size}, {"axis", -1}});
+  return {L.emit("reshape", {part}, {{"shape", {T, groups * size}}}), groups * size};
+}
+
+// Attention over depth (docs/IR.md §9).
+Value depth_attend(Lowerer& L) {
+  const Value list = L.input(0);
+  if (!list.is_list || list.items.empty()) L.fail("depth_attend reads a non-empty list (rule R6)");
+  const int64_t d = L.width_of(list.items[0], "list entries");
+  const std::string w = L.weight(L.field("weight").get<std::string>());
+  const std::string q = L.emit("reshape", {w}, {{"shape", {1, d}}}, "depth_query");
+  const std::string ones = L.constant("ones", std::vector<float>(d, 1.f), {d});
+  const double eps = L.num_field("eps", 1e-6);
+  std::string scores;
+  for (const Value& h : list.items) {
+    const std::string n = L.emit("rmsnorm", {h.ref, ones}, {{"eps", eps}});
+    const std::string s = L.emit("matmul", {n, q}, {{"transB", true}}, "depth_score");
+    scores = scores.empty() ? s : L.emit("concat", {scores, s}, {{"axis", -1}});
+  }
+  const std::string a = L.emit("softmax", {L.emit("scale", {scores}, {{"factor", 1 / std::sqrt(double(d))}})});
+  std::string sum;
+  for (size_t j = 0; j < list.items.size(); ++j) {
+    const std::string aj = L.emit("slice", {a}, {{"start", j}, {"length", 1}, {"axis", -1}});
+    const std::string term = mul_column(L, list.items[j].ref, aj);
+    sum = sum.empty() ? term : L.emit("add", {sum, term});
+  }
+  return {sum, d};
+}
+
+}  // namespace
+
+void Lowerer::lower_node(const json& node) {
+  const std::string op = node["op"].get<std::string>();
+  const std::vector<std::string> outs = out_names(node);
+  if (outs.empty()) fail("has no \"out\"");
+  auto one = [&](Value v) { define(outs[0], std::move(v)); };
+  auto unary = [&](const std::string& pop) {
+    const Value x = input(0);
+    one({emit(pop, {x.ref}), x.width});
+  };
+
+  if (op == "embedding") {
+    const Value ids = input(0);
+    std::string table;
+    if (has("state_weight")) {
+      table = "s:" + field("state_weight").get<std::string>();
+    } else {
+      table = weight(field("weight").get<std::string>());
+    }
+    const Tensor* t = has("state_weight") ? nullptr : weight_tensor(field("weight").get<std::string>());
+    one({emit("embedding", {ids.ref, table}), t ? t->shape.back() : doc_["model"]["d"].get<int64_t>()});
+  } else if (op == "pos_embedding") {
+    const std::string tmpl = field("weight").get<std::string>();
+    const Tensor* t = weight_tensor(tmpl);
+    one({emit("slice", {weight(tmpl)}, {{"start", "pos"}, {"length", T_}}),
+         t ? t->shape.back() : doc_["model"]["d"].get<int64_t>()});
+  } else if (op == "linear") {
+    const Value x = input(0);
+    const std::string tmpl = has("tied_to") ? field("tied_to").get<std::string>() : field("weight").get<std::string>();
+    const Tensor* t = weight_tensor(tmpl);
+    const int64_t width = t ? t->shape[0] : -1;
+    if (has("bias"))
+      one({emit("linear", {x.ref, weight(tmpl), weight(field("bias").get<std::string>())}, {{"transB", true}}), width});
+    else
+      one({emit("matmul", {x.ref, weight(tmpl)}, {{"transB", true}}), width});
+  } else if (op == "scale") {
+    const Value x = input(0);
+    std::string y = emit("mul", {x.ref, weight(field("weight").get<std::string>())});
+    if (has("bias")) y = emit("add", {y, weight(field("bias").get<std::string>())});
+    one({y, x.width});
+  } else if (op == "split") {
+    const Value x = input(0);
+    const json& sizes = (*node_)["sizes"];
+    const int64_t groups = node.value("groups", 1);
+    int64_t total = 0;
+    for (const auto& s : sizes) total += s.get<int64_t>();
+    if (outs.size() != sizes.size()) fail("split has " + std::to_string(sizes.size()) + " sizes but " +
+                                          std::to_string(outs.size()) + " outputs (rule R5)");
+    int64_t offset = 0;
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      const int64_t size = sizes[j].get<int64_t>();
+      define(outs[j], split_part(*this, x, groups, offset, size, total));
+      offset += size;
+    }
+  } else if (op == "rmsnorm") {
+    const Value x = input(0);
+    json p = {{"eps", num_field("eps", 1e-6)}};
+    if (const double off = num_field("weight_offset", 0); off != 0) p["weightOffset"] = off;
+    if (has("group")) p["groupSize"] = int_field("group", 0);
+    one({emit("rmsnorm", {x.ref, weight(field("weight").get<std::string>())}, p), x.width});
+  } else if (op == "layernorm") {
+    const Value x = input(0);
+    json p = json::object();
+    if (const double eps = num_field("eps", 1e-5); eps != 1e-5) p["eps"] = eps;
+    one({emit("layernorm",
+              {x.ref, weight(field("weight").get<std::string>()), weight(field("bias").get<std::string>())}, p),
+         x.width});
+  } else if (op == "gelu") {
+    unary(str_field("approx", "tanh") == "none" ? "gelu_exact" : "gelu");
+  } else if (op == "silu" || op == "sigmoid" || op == "relu") {
+    unary(op);
+  } else if (op == "add" || op == "mul" || op == "sub") {
+    one(binary(*this, op));
+  } else if (op == "affine") {
+    const Value x = input(0);
+    std::string y = x.ref;
+    if (const double s = num_field("scale", 1); s != 1) y = emit("scale", {y}, {{"factor", s}});
+    if (const double b = num_field("shift", 0); b != 0) y = emit("add", {y, constant("shift", {float(b)}, {1})});
+    if (y == x.ref) y = emit("scale", {y}, {{"factor", 1}});
+    one({y, x.width});
+  } else if (op == "mul_col") {
+    const Value x = input(0), c = input(1);
+    one({mul_column(*this, x.ref, c.ref), x.width});
+  } else if (op == "rms_row") {
+    one(rms_row(*this));
+  } else if (op == "rope") {
+    if (outs.size() != input_count()) fail("rope defines one output per input (rule R5)");
+    const int64_t heads = int_field("heads", 1);
+    for (size_t j = 0; j < outs.size(); ++j)
+      define(outs[j], lower_rope_one(*this, input(j), j == 0 ? heads : int_field("kv_heads", heads)));
+  } else if (op == "attention") {
+    one(lower_attention(*this));
+  } else if (op == "mla_attention") {
+    one(lower_mla_attention(*this));
+  } else if (op == "moe_ffn") {
+    one(lower_moe(*this));
+  } else if (op == "list") {
+    Value v;
+    v.is_list = true;
+    for (size_t j = 0; j < input_count(); ++j) v.items.push_back(input(j));
+    one(v);
+  } else if (op == "append") {
+    Value v = input(0);
+    if (!v.is_list) fail("append's first input must be a list (rule R6)");
+    v.items.push_back(input(1));
+    one(v);
+  } else if (op == "depth_attend") {
+    one(depth_attend(*this));
+  } else if (op == "conv1d_causal") {
+    one(lower_conv1d_causal(*this));
+  } else if (op == "expr" || op == "linear_attention" || op == "ssm_scan" || op == "selective_scan" ||
+             op == "recurrence" || op == "depth_route") {
+    one(lower_scan(*this, op));
+  } else {
+    fail("unknown op \"" + op + "\"");
+  }
+}
+
+void Lowerer::lower_section(const json& nodes, const std::string& section) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    node_ = &nodes[i];
+    path_ = node_path(section, i);
+    lower_node(nodes[i]);
+  }
+}
+
+void Lowerer::emit_outputs() {
+  json outputs = json::array();
+  auto logits_it = env_.find("logits");
+  if (logits_it == env_.end()) throw Error(ErrorCode::BadGraph, "the head does not define \"logits\" (rule R17)");
+  const std::string logits = logits_it->second.ref;
+  if (opt_.logits) outputs.push_back(logits);
+  if (!opt_.sample.is_null()) {
+    json p = opt_.sample;
+    p["step"] = "step";
+    std::vector<std::string> in = {logits};
+    const bool penalties = p.value("repetitionPenalty", 1.0) != 1.0 || p.value("presencePenalty", 0.0) != 0.0;
+    if (penalties) {
+      // The token history: every id the session has seen, one per position.
+      layer_ = -1;
+      const std::string name = "tokens.history";
+      std::string hist = "s:" + name;
+      if (allocate_) {
+        hist = emit("zeros", {}, {{"shape", {opt_.ctx, 1}}}, "history.alloc");
+        retain_[name] = hist;
+      }
+      const std::string ids = emit("reshape", {"tokens"}, {{"shape", {T_, 1}}}, "history.ids");
+      in.push_back(emit("cache_write", {hist, ids}, {{"offset", "pos"}}, "history"));
+      p["penaltyEnd"] = expr_plus_tokens("pos");
+    }
+    outputs.push_back(emit("sample", in, p, "token"));
+  }
+  outputs_ = outputs;
+}
+
+// Gives the node `from` the id `to`, so a step's results have stable names.
+void Lowerer::rename_node(const std::string& from, const std::string& to) {
+  for (auto& n : nodes_) {
+    if (n["id"] == from) n["id"] = to;
+    for (auto& r : n["in"])
+      if (r == from) r = to;
+  }
+  for (auto& [k, v] : retain_.items())
+    if (v == from) v = to;
+  for (auto& o : outputs_)
+    if (o == from) o = to;
+}
+
+json Lowerer::run() {
+  const int64_t n_layers = doc_["model"]["n_layers"].get<int64_t>();
+  define("tokens", {"tokens", 1});
+  if (doc_.contains("inputs"))
+    for (const auto& in : doc_["inputs"]) {
+      const std::string name = in.is_string() ? in.get<std::string>() : in.value("name", "");
+      if (name != "tokens") throw Error(ErrorCode::BadGraph, "the lowering knows the input \"tokens\" only, not \"" + name + "\"");
+    }
+  lower_section(doc_["embed"]["nodes"], "embed");
+  const json& block = doc_["block"]["nodes"];
+  std::vector<int64_t> applications(block.size(), 0);
+  for (layer_ = 0; layer_ < n_layers; ++layer_) {
+    for (size_t i = 0; i < block.size(); ++i) {
+      node_ = &block[i];
+      path_ = node_path("block", i);
+      if (!applies(block[i], layer_)) continue;
+      weight_set_ = weight_set(doc_, block[i], layer_, applications[i]++);
+      lower_node(block[i]);
+    }
+  }
+  layer_ = -1;
+  weight_set_ = 0;
+  in_head_ = true;
+  if (!opt_.all_logits && T_ > 1) {
+    // The head runs row by row: cut every value it reads to the last token.
+    auto last_row = [&](const Value& v) {
+      return Value{emit("slice", {v.ref}, {{"start", T_ - 1}, {"length", 1}}, "last"), v.width};
+    };
+    for (const auto& jn : doc_["head"]["nodes"])
+      for (const auto& in : jn["in"]) {
+        const std::string name = in.get<std::string>();
+        if (head_rows_.count(name) || !env_.count(name)) continue;
+        Value v = env_[name];
+        if (v.is_list)
+          for (auto& item : v.items) item = last_row(item);
+        else if (v.ref != "tokens")
+          v = last_row(v);
+        head_rows_[name] = v;
+      }
+  }
+  lower_section(doc_["head"]["nodes"], "head");
+  emit_outputs();
+
+  json call = json::object();
+  if (!opt_.model_id.empty()) call["model"] = opt_.model_id;
+  if (!inline_weights_.empty()) call["weights"] = inline_weights_;
+  if (opt_.logits) rename_node(outputs_[0].get<std::string>(), "logits");
+  if (!opt_.sample.is_null()) rename_node(outputs_.back().get<std::string>(), "token");
+  call["nodes"] = nodes_;
+  call["outputs"] = outputs_;
+  if (!retain_.empty()) call["retain"] = retain_;
+  return call;
+}
+
+json lower(const json& doc, const LowerOptions& options, const WeightStore* weights) {
+  return Lowerer(doc, options, weights).run();
+}
+
+}  // namespace bonfire::ir
