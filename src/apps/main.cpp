@@ -6,6 +6,8 @@
 
 #include "apps/bench_command.h"
 #include "apps/graph_command.h"
+#include "apps/ir_validate_command.h"
+#include "apps/ir_commands.h"
 #include "apps/model_commands.h"
 #include "core/error.h"
 #include "core/threads.h"
@@ -33,6 +35,11 @@ int main(int argc, char** argv) {
   run->add_flag("--b64", gro.b64, "write output tensors as base64");
   run->add_option("--threads", threads, "worker threads (default: all cores)");
 
+  auto* ir = app.add_subcommand("ir", "model IR documents (docs/IR.md)");
+  ir->require_subcommand(1);
+  auto ir_command = bonfire::add_ir_commands(app, *ir);
+  auto ir_validate_command = bonfire::add_ir_validate_command(*ir);
+
   auto model_command = bonfire::add_model_commands(app);
   auto bench_command = bonfire::add_bench_commands(app);
 
@@ -44,6 +51,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*run) return bonfire::graph_run_command(gro);
+  if (const int status = ir_command(); status >= 0) return status;
+  if (const int status = ir_validate_command(); status >= 0) return status;
   if (const int status = model_command(); status >= 0) return status;
   if (const int status = bench_command(); status >= 0) return status;
   return 0;

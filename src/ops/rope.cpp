@@ -11,6 +11,7 @@
 
 #include "core/threads.h"
 #include "ops/op.h"
+#include "ops/rope.h"
 
 namespace bonfire {
 
@@ -266,6 +267,17 @@ std::vector<float> freqs(const RopeConfig& c, int64_t rows, float* attention) {
   *attention = (float)att;
   return inv;
 }
+
+}  // namespace
+
+std::vector<float> rope_inv_freq(const json& scaling, double base, int64_t rot_dim, int64_t seq_len, float* attention) {
+  json p = {{"headDim", rot_dim}, {"base", base}};
+  if (!scaling.is_null()) p["scaling"] = scaling;
+  const RopeConfig c = parse_rope(Params(p));
+  return freqs(c, seq_len, attention);
+}
+
+namespace {
 
 Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 0, "x");
