@@ -1,0 +1,55 @@
+// Shared by validate.cpp (per-node rules), validate_flow.cpp (names, lists,
+// widths, weights: R4, R6, R10, R18) and validate_expr.cpp (R15).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/validate.h"
+
+namespace bonfire::ir::detail {
+
+using json = nlohmann::json;
+
+struct Checker {
+  json doc;  // the document, integral floats as integers
+  const WeightStore* weights = nullptr;
+  int64_t n_layers = 0;  // model.n_layers
+  std::vector<IrProblem> problems;
+  std::set<std::string> seen;
+
+  // Adds a problem once per `key` (default: path + message), so a node that
+  // is wrong on every layer is reported once.
+  void report(const std::string& path, const std::string& message, int rule, const std::string& key = {});
+  const json& nodes(const std::string& section) const { return doc[section]["nodes"]; }
+};
+
+inline const char* const kSections[] = {"embed", "block", "head"};
+
+// A field on `layer` (-1 outside the block): nullopt when absent, null (a
+// per_layer entry missing, or a per_layer outside the block) or another type.
+std::optional<int64_t> int_field(const json& node, const char* key, int64_t layer);
+std::optional<double> num_field(const json& node, const char* key, int64_t layer);
+std::optional<std::string> str_field(const json& node, const char* key, int64_t layer);
+std::optional<bool> bool_field(const json& node, const char* key, int64_t layer);
+
+// The layers a node runs on: block nodes where they apply, {-1} elsewhere.
+std::vector<int64_t> node_layers(const Checker& c, const std::string& section, const json& node);
+// " on layer 3" (nothing for -1).
+std::string on_layer(int64_t layer);
+// The slot named `name` in block.state, or nullptr.
+const json* find_slot(const json& doc, const std::string& name);
+// The names a node reads.
+std::vector<std::string> in_names(const json& node);
+// The document's output names (default ["logits"]) and input names (default ["tokens"]; tokens always).
+std::vector<std::string> output_names(const json& doc);
+std::vector<std::string> input_names(const json& doc);
+std::string quoted(const std::string& s);  // "\"x\""
+
+void check_flow(Checker& c);         // R4, R6 (lists), R10, R18
+void check_expressions(Checker& c);  // R15
+
+}  // namespace bonfire::ir::detail
