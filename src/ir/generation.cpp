@@ -8,6 +8,7 @@
 #include "core/file.h"
 #include "graph/executor.h"
 #include "ir/families/families.h"
+#include "ir/ir_doc.h"
 #include "ir/lower.h"
 
 namespace bonfire::ir {
@@ -41,6 +42,22 @@ size_t safe_length(const std::string& text, const std::vector<std::string>& stop
         break;
       }
   return text.size() - hold;
+}
+
+// Weights the ops read only as f32 (the row slice of a learned position
+// table, a depthwise conv kernel) get an f32 copy when the file packs them.
+void unpack_small_weights(const json& doc, WeightStore& weights) {
+  const int64_t layers = doc["model"]["n_layers"].get<int64_t>();
+  for (const char* section : {"embed", "block", "head"})
+    for (const auto& node : doc[section]["nodes"]) {
+      const std::string op = node.value("op", "");
+      if ((op != "pos_embedding" && op != "conv1d_causal") || !node.contains("weight")) continue;
+      for (int64_t l = 0; l < (std::string(section) == "block" ? layers : 1); ++l) {
+        const std::string name = weight_name(node["weight"].get<std::string>(), l);
+        const Tensor* t = weights.find(name);
+        if (t && t->dtype != DType::F32) weights.put(name, to_f32(*t), "f32 copy");
+      }
+    }
 }
 
 }  // namespace
@@ -82,6 +99,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   } else {
     m->ir_ = ir_for_model(*m->files_);
   }
+  unpack_small_weights(m->ir_, m->weights_);
   const int64_t model_ctx = m->ir_["model"]["ctx"].get<int64_t>();
   m->ctx_ = std::min(model_ctx, options.ctx > 0 ? options.ctx : model_ctx);
   // Stop ids: generation_config.json's eos (a list or one id), else the config's.
@@ -165,7 +183,8 @@ GenerateResult LocalModel::generate(const GenerateRequest& req, const TokenCallb
       break;
     }
     r.tokens.push_back(id);
-    pending += detok.push(id);
+    // Ids past the tokenizer (a padded embedding) have no text.
+    if (id < tokenizer_->vocab_size()) pending += detok.push(id);
     bool stopped = false;
     for (const auto& s : req.stop) {
       const size_t at = s.empty() ? std::string::npos : (r.text + pending).find(s);

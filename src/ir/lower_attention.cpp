@@ -122,7 +122,17 @@ Value lower_mla_attention(Lowerer& L) {
   const json& slot = L.slot(L.field("state").get<std::string>());
   const int64_t H = L.int_field("heads", 1), R = L.int_field("kv_rank", 1);
   const int64_t N = L.int_field("qk_nope", 1), P = L.int_field("qk_rope", 1), V = L.int_field("v_head_dim", 1);
-  const Value q = L.input(0), c = L.input(1), pe = L.input(2);
+  // in: [q, c, k_pe] with q's heads already [nope | rope], or
+  // [q_nope, q_pe, c, k_pe], joined here head by head.
+  const bool split_q = L.input_count() == 4;
+  const Value c = L.input(split_q ? 2 : 1), pe = L.input(split_q ? 3 : 2);
+  Value q = L.input(0);
+  if (split_q) {
+    const std::string qn = L.emit("reshape", {q.ref}, {{"shape", {-1, N}}});
+    const std::string qp = L.emit("reshape", {L.input(1).ref}, {{"shape", {-1, P}}});
+    const std::string qj = L.emit("concat", {qn, qp}, {{"axis", -1}}, "q");
+    q = {L.emit("reshape", {qj}, {{"shape", {-1, H * (N + P)}}}, "q"), H * (N + P)};
+  }
   json p = attention_params(L, H, H, N + P);
   p["vHeadDim"] = V;
   // The cache holds [c | k_pe] per position: the latent, not per-head keys.

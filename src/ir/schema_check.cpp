@@ -237,6 +237,8 @@ std::vector<SchemaProblem> check_schema(const json& input) {
   std::set<std::pair<std::string, std::string>> seen;
   for (const auto& x : errs) {
     std::string msg = x.message;
+    // valijson prints limits as doubles: "greater than or equal to 1.000000".
+    for (size_t at; (at = msg.find(".000000")) != std::string::npos;) msg.erase(at, 7);
     if (x.value && x.type) msg = without_period(msg) + " (found " + type_name(*x.value) + ")";
     if (x.value && starts_with(msg, "Failed to match against any enum values"))
       msg = without_period(msg) + " (found " + x.value->dump(-1, ' ', false, json::error_handler_t::replace) + ")";

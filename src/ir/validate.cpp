@@ -250,14 +250,20 @@ void check_counts(Checker& c, const std::string& sec, size_t k, const json& node
   }
   // R6
   static const std::map<std::string, int> fixed = {
-      {"add", 2},  {"mul", 2},           {"sub", 2},           {"mul_col", 2},        {"attention", 3},
-      {"mla_attention", 3}, {"linear_attention", 3}, {"selective_scan", 4}, {"depth_route", 2}, {"append", 2}};
+      {"add", 2},          {"mul", 2},            {"sub", 2},         {"mul_col", 2},
+      {"attention", 3},    {"linear_attention", 3}, {"selective_scan", 4}, {"depth_route", 2},
+      {"append", 2}};
   std::string want;
   bool ok = true;
   if (op == "pos_embedding") return;
   if (op == "rope") {
     ok = n_in == 1 || n_in == 2;
     want = "1 or 2";
+  } else if (op == "mla_attention") {
+    // [q, c, k_pe], or [q_nope, q_pe, c, k_pe] with q joined head by head
+    // (what the lowering accepts; no op concatenates q's two parts).
+    ok = n_in == 3 || n_in == 4;
+    want = "3 (q, c, k_pe) or 4 (q_nope, q_pe, c, k_pe)";
   } else if (op == "list" || op == "expr") {
     ok = n_in >= 1;
     want = "at least 1";

@@ -91,6 +91,8 @@ class Flow {
   std::vector<Deferred> deferred_;
   std::vector<std::pair<int, int64_t>> divisible_;  // (var, group) for grouped rmsnorm
   std::vector<std::string> divisible_paths_;
+  std::map<std::string, std::pair<size_t, int>> missing_;  // field path -> (problem index, more missing tensors)
+  std::set<std::string> missing_names_;
 
   // The node being processed.
   std::string path_, sec_, op_;
@@ -129,10 +131,18 @@ class Flow {
     if (name.find('{') != std::string::npos) return nullptr;
     const Tensor* t = c_.weights->find(name);
     if (!t) {
+      // One line per weight field: the first missing tensor, then how many more.
+      auto [it, first] = missing_.insert({path_ + suffix, {c_.problems.size(), 0}});
+      if (!first) {
+        if (!missing_names_.count(name)) ++it->second.second;
+        missing_names_.insert(name);
+        return nullptr;
+      }
+      missing_names_.insert(name);
       std::string ctx = layer_ >= 0 ? " (layer " + str(layer_) : "";
       if (expert >= 0) ctx += (ctx.empty() ? " (" : ", ") + std::string("expert ") + str(expert);
       if (!ctx.empty()) ctx += ")";
-      c_.report(path_ + suffix, "weight " + name + ctx + " is not in the checkpoint", 18, path_ + suffix + "|" + name);
+      c_.report(path_ + suffix, "weight " + name + ctx + " is not in the checkpoint", 18, path_ + suffix + "|missing");
     }
     return t;
   }
@@ -231,6 +241,10 @@ void Flow::run() {
                              ") or 1 but is " + describe(d.b),
                 d.rule, d.key);
   }
+  for (const auto& [field, m] : missing_)
+    if (m.second > 0 && m.first < c_.problems.size())
+      c_.problems[m.first].message += " (nor " + std::string(m.second == 1 ? "is 1 more tensor" : "are " + str(m.second) + " more tensors") +
+                                       " this field names for other layers or experts)";
   for (size_t i = 0; i < divisible_.size(); ++i) {
     const int64_t x = w_.width(divisible_[i].first), g = divisible_[i].second;
     if (x >= 0 && g > 0 && x % g != 0)
@@ -392,11 +406,14 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     fixed(h && hd ? *h * *hd : -1, "attention output heads*head_dim");
   } else if (op == "mla_attention") {
     const auto h = i("heads"), rank = i("kv_rank"), nope = i("qk_nope"), rope = i("qk_rope"), vd = i("v_head_dim");
-    if (h && nope && rope)
+    const size_t c = in.size() == 4 ? 2 : 1;  // [q, c, k_pe] or [q_nope, q_pe, c, k_pe]
+    if (c == 1 && h && nope && rope)
       need(x(0), *h * (*nope + *rope), name(0),
            "q: heads*(qk_nope+qk_rope) = " + str(*h) + "*(" + str(*nope) + "+" + str(*rope) + ")", ".in[0]");
-    if (rank && in.size() > 1) need(x(1), *rank, name(1), "c: kv_rank", ".in[1]");
-    if (rope && in.size() > 2) need(x(2), *rope, name(2), "k_pe: qk_rope", ".in[2]");
+    if (c == 2 && h && nope) need(x(0), *h * *nope, name(0), "q_nope: heads*qk_nope = " + str(*h) + "*" + str(*nope), ".in[0]");
+    if (c == 2 && h && rope) need(x(1), *h * *rope, name(1), "q_pe: heads*qk_rope = " + str(*h) + "*" + str(*rope), ".in[1]");
+    if (rank && in.size() > c) need(x(c), *rank, name(c), "c: kv_rank", ".in[" + str(c) + "]");
+    if (rope && in.size() > c + 1) need(x(c + 1), *rope, name(c + 1), "k_pe: qk_rope", ".in[" + str(c + 1) + "]");
     if (h && nope && vd && rank) {
       const std::string kb = n["k_b"].get<std::string>(), vb = n["v_b"].get<std::string>();
       if (kb == vb) {

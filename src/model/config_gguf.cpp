@@ -1,6 +1,8 @@
 // GGUF's `<arch>.*` hyperparameter keys (as llama.cpp's converter writes
 // them) into ModelConfig, so a GGUF file and the HF folder it was converted
 // from describe the same model.
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 
 #include "core/error.h"
@@ -57,6 +59,18 @@ class Keys {
   std::string arch_, src_;
 };
 
+// GGUF stores f32: 1e-6 comes back as 9.99999997e-07. The shortest decimal
+// that reads back as the same f32 is what the model's config.json said.
+double float_shortest(double v) {
+  const float f = static_cast<float>(v);
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, f);
+    if (std::strtof(buf, nullptr) == f) return std::strtod(buf, nullptr);
+  }
+  return v;
+}
+
 }  // namespace
 
 ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
@@ -91,10 +105,14 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
     c.rope_scaling = {{"rope_type", *t}, {"factor", k.num("rope.scaling.factor", 1.0)}};
     if (k.find("rope.scaling.original_context_length"))
       c.rope_scaling["original_max_position_embeddings"] = k.integer("rope.scaling.original_context_length", 0);
+    // DeepSeek's YaRN: the converter keeps 0.1·mscale_all_dim (mscale equals it).
+    if (const double mul = k.num("rope.scaling.yarn_log_multiplier", 0); mul > 0)
+      c.rope_scaling["mscale"] = c.rope_scaling["mscale_all_dim"] = float_shortest(mul / 0.1);
   }
   const bool layernorm = k.find("attention.layer_norm_epsilon") != nullptr;
   c.norm = layernorm ? "layernorm" : "rmsnorm";
-  c.norm_eps = layernorm ? k.num("attention.layer_norm_epsilon", 1e-5) : k.num("attention.layer_norm_rms_epsilon", 1e-6);
+  c.norm_eps = float_shortest(layernorm ? k.num("attention.layer_norm_epsilon", 1e-5)
+                                         : k.num("attention.layer_norm_rms_epsilon", 1e-6));
   c.sliding_window = k.integer("attention.sliding_window", 0);
   c.attn_logit_softcap = k.num("attn_logit_softcapping", 0);
   c.final_logit_softcap = k.num("final_logit_softcapping", 0);
@@ -108,7 +126,9 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   c.moe_intermediate_size = k.integer("expert_feed_forward_length", c.intermediate_size);
   c.n_shared_experts = k.integer("expert_shared_count", 0);
   c.shared_expert_intermediate_size = k.integer("expert_shared_feed_forward_length", 0);
-  c.norm_topk_prob = k.flag("expert_weights_norm", arch == "llama" && c.n_experts > 0);
+  // llama.cpp renormalises the chosen weights for Mixtral and Qwen3-MoE
+  // whatever the file says; others follow expert_weights_norm.
+  c.norm_topk_prob = k.flag("expert_weights_norm", (arch == "llama" && c.n_experts > 0) || arch == "qwen3moe");
   c.routed_scaling_factor = k.num("expert_weights_scale", 1.0);
   c.moe_scoring = k.integer("expert_gating_func", 1) == 2 ? "sigmoid" : "softmax";
   c.first_k_dense_replace = k.integer("leading_dense_block_count", 0);
@@ -135,7 +155,18 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
     c.norm_weight_offset = true;
     c.hidden_act = "gelu_pytorch_tanh";
     c.qk_norm = c.family == "gemma3_text";
+    // Sliding layers as llama.cpp (and transformers' defaults) lay them out:
+    // every second layer global in Gemma 2, every sixth in Gemma 3, whose
+    // local layers rotate with base 10000.
+    if (c.family != "gemma" && c.sliding_window > 0) {
+      const int64_t pattern = c.family == "gemma2" ? 2 : k.integer("attention.sliding_window_pattern", 6);
+      for (int64_t i = 0; i < c.n_layers; ++i)
+        c.layer_types.push_back((i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
+    }
+    if (c.family == "gemma3_text") c.rope_local_theta = 10000;
   }
+  if (arch == "deepseek2") c.rope_interleaved = true;  // llama.cpp rotates DeepSeek's pairs (2i, 2i+1)
+  if (arch == "gptneox") c.parallel_residual = k.flag("use_parallel_residual", true);
   if (c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "olmoe" || c.family == "lfm2") c.qk_norm = true;
   if (c.family == "gpt2" || c.family == "bloom") c.hidden_act = "gelu_new";
   if (c.family == "gpt_neox" || c.family == "falcon") c.hidden_act = "gelu";

@@ -158,11 +158,12 @@ const std::map<std::string, ArchNames>& arch_table() {
                     {"attn_output", "self_attention.dense"},
                     {"ffn_up", "mlp.dense_h_to_4h"},
                     {"ffn_down", "mlp.dense_4h_to_h"}}};
-    // Bloom checkpoints are saved from BloomModel: no "transformer." prefix.
-    t["bloom"] = {"h.",
-                  {{"token_embd", "word_embeddings"},
-                   {"token_embd_norm", "word_embeddings_layernorm"},
-                   {"output_norm", "ln_f"},
+    // BloomForCausalLM's names; folders saved from BloomModel lack the
+    // "transformer." prefix and get it from the loader (model_files.cpp).
+    t["bloom"] = {"transformer.h.",
+                  {{"token_embd", "transformer.word_embeddings"},
+                   {"token_embd_norm", "transformer.word_embeddings_layernorm"},
+                   {"output_norm", "transformer.ln_f"},
                    {"output", "lm_head"}},
                   {{"attn_norm", "input_layernorm"},
                    {"attn_qkv", "self_attention.query_key_value"},
@@ -354,18 +355,6 @@ Tensor join_kv_b(const GgufFile& f, const Tensor& kb, const Tensor& vb) {
   return out;
 }
 
-// GPT-2's Conv1D weights are [in, out] in HF checkpoints; the converter
-// stored them transposed. Plain types are transposed back; block types have
-// to be expanded to f32 first (GPT-2 models are small).
-Tensor untranspose(const Tensor& t) {
-  const Tensor f = to_f32(t);
-  const int64_t R = f.shape[0], C = f.shape[1];
-  Tensor out = Tensor::empty({C, R});
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) out.f32()[c * R + r] = f.f32()[r * C + c];
-  return out;
-}
-
 }  // namespace
 
 WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& options) {
@@ -417,10 +406,6 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
         t = unshift_norm(t);
       } else if (arch == "lfm2" && rest == "shortconv.conv.weight" && t.shape.size() == 2) {
         t.shape = {t.shape[0], 1, t.shape[1]};
-      } else if (arch == "gpt2" && t.shape.size() == 2 &&
-                 (rest == "attn_qkv.weight" || rest == "attn_output.weight" || rest == "ffn_up.weight" ||
-                  rest == "ffn_down.weight")) {
-        t = untranspose(t);
       }
     }
     store.add(hf, t, file.name());

@@ -34,6 +34,12 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
     const Tensor& t = *store.find(name);
     if (t.shape.size() == 1 && t.dtype != DType::F32) store.put(name, to_f32(t), c.source + " (as f32)");
   }
+  if (c.family == "bloom") {
+    // Checkpoints saved from BloomModel name tensors without "transformer.".
+    for (const std::string& name : store.names())
+      if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
+        store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");
+  }
   if (c.family == "gpt2") {
     for (const std::string& name : store.names()) {
       if (!ends_with(name, "attn.c_attn.weight") && !ends_with(name, "attn.c_proj.weight") &&
@@ -62,6 +68,18 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
 }
 
 
+// MPT's LayerNorms have no bias; the IR's layernorm reads one, so the
+// store holds zeros under the name the bias would have.
+void add_zero_norm_biases(const ModelConfig& c, WeightStore& store) {
+  if (c.family != "mpt") return;
+  for (const std::string& name : store.names()) {
+    if (!ends_with(name, "norm_1.weight") && !ends_with(name, "norm_2.weight") && !ends_with(name, "norm_f.weight"))
+      continue;
+    const std::string bias = name.substr(0, name.size() - 6) + "bias";
+    if (!store.find(bias)) store.put(bias, Tensor::zeros(store.find(name)->shape), "zeros (bias-free LayerNorm)");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ModelFiles> ModelFiles::open(const std::string& path) {
@@ -80,6 +98,9 @@ ModelConfig ModelFiles::config() const {
     ModelConfig c = parse_gguf_config(gguf_->metadata(), path_);
     // llama.cpp's converter drops output.weight when it equals the embedding.
     c.tie_word_embeddings = gguf_->find("output.weight") == nullptr;
+    // Biases are whatever the converter found in the checkpoint.
+    c.attention_bias = gguf_->find("blk.0.attn_q.bias") || gguf_->find("blk.0.attn_qkv.bias");
+    c.mlp_bias = gguf_->find("blk.0.ffn_up.bias") != nullptr;
     return c;
   }
   return load_hf_config(in_dir(path_, "config.json"));
@@ -95,10 +116,14 @@ GenerationConfig ModelFiles::generation_config() const {
 }
 
 WeightStore ModelFiles::weights() const {
-  if (gguf_) return load_gguf_weights(*gguf_);
   WeightStore store;
-  load_safetensors_folder(path_, store);
-  if (fs::exists(in_dir(path_, "config.json"))) adapt_hf_weights(config(), store);
+  if (gguf_) {
+    store = load_gguf_weights(*gguf_);
+  } else {
+    load_safetensors_folder(path_, store);
+    if (fs::exists(in_dir(path_, "config.json"))) adapt_hf_weights(config(), store);
+  }
+  if (gguf_ || fs::exists(in_dir(path_, "config.json"))) add_zero_norm_biases(config(), store);
   return store;
 }
 

@@ -351,8 +351,10 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
   } else if (type == "longrope" || type == "su") {
     // Short factors within the original context, long ones beyond it: the
     // loader provides both as tensors (GGUF names), the lowering chooses.
-    const int64_t orig = rs.value("original_max_position_embeddings",
-                                  c.raw.value("original_max_position_embeddings", int64_t(0)));
+    const int64_t orig = rs.contains("original_max_position_embeddings")
+                             ? rs["original_max_position_embeddings"].get<int64_t>()
+                         : c.raw.is_object() ? c.raw.value("original_max_position_embeddings", int64_t(0))
+                                             : int64_t(0);
     s.freq_factors = {{"short", "rope_factors_short.weight"}, {"long", "rope_factors_long.weight"},
                       {"original_ctx", orig}};
     const double f = orig > 0 ? double(c.max_position_embeddings) / double(orig) : rs.value("factor", 1.0);

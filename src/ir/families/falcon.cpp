@@ -8,7 +8,10 @@ namespace bonfire::ir {
 
 json falcon_ir(const ModelConfig& c) {
   DecoderSpec s = llama_like(c);
-  const bool new_arch = c.raw.value("new_decoder_architecture", false);
+  // GGUF metadata does not say; Falcon-7B (the old layout) has one kv head.
+  const bool new_arch = c.raw.is_object() && c.raw.contains("new_decoder_architecture")
+                            ? c.raw["new_decoder_architecture"].get<bool>()
+                            : c.n_kv_heads > 1;
   s.embed = "transformer.word_embeddings.weight";
   s.norm = "layernorm";
   s.layer = "transformer.h.{i}.";

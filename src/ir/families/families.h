@@ -31,5 +31,6 @@ nlohmann::json bloom_ir(const ModelConfig& c);
 nlohmann::json granite_ir(const ModelConfig& c);
 nlohmann::json deepseek_v3_ir(const ModelConfig& c);
 nlohmann::json lfm2_ir(const ModelConfig& c);
+nlohmann::json mpt_ir(const ModelConfig& c);
 
 }  // namespace bonfire::ir
