@@ -10,6 +10,7 @@
 #include "ir/families/families.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
+#include "ir/validate.h"
 
 namespace bonfire::ir {
 
@@ -98,6 +99,14 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
     m->ir_ = json::parse(read_file(options.ir_file));
   } else {
     m->ir_ = ir_for_model(*m->files_);
+  }
+  // A document that fails the schema or a rule, or a checkpoint missing a
+  // tensor it names, is refused here, before anything runs.
+  const std::vector<IrProblem> problems = validate_ir(m->ir_, &m->weights_);
+  if (!problems.empty()) {
+    std::string msg = path + ": the model's IR is not valid: " + format_problem(problems[0]);
+    if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more; see bonfire ir validate)";
+    throw Error(ErrorCode::BadGraph, msg);
   }
   unpack_small_weights(m->ir_, m->weights_);
   const int64_t model_ctx = m->ir_["model"]["ctx"].get<int64_t>();

@@ -139,6 +139,8 @@ std::string without_period(std::string s) {
 
 }  // namespace
 
+constexpr int kMaxDepth = 256;
+
 std::string json_path_key(const std::string& key) {
   bool plain = !key.empty() && !std::isdigit((unsigned char)key[0]);
   for (char c : key)
@@ -168,7 +170,24 @@ json integral_floats_as_integers(const json& v) {
   return v;
 }
 
+static int nesting_depth(const json& v) {
+  int deepest = 0;
+  std::vector<std::pair<const json*, int>> todo = {{&v, 1}};
+  while (!todo.empty()) {
+    auto [x, d] = todo.back();
+    todo.pop_back();
+    deepest = std::max(deepest, d);
+    if (x->is_structured() && d <= kMaxDepth)
+      for (const auto& e : *x) todo.push_back({&e, d + 1});
+  }
+  return deepest;
+}
+
 std::vector<SchemaProblem> check_schema(const json& input) {
+  // Copying, validating and walking a document recurse; refuse absurd
+  // nesting before any of that (an IR document nests about 8 deep).
+  if (nesting_depth(input) > kMaxDepth)
+    return {{"$", "the document nests deeper than " + std::to_string(kMaxDepth) + " levels; not validated"}};
   const Parsed& parsed = parsed_ir_schema();
   const json doc = integral_floats_as_integers(input);
   valijson::Validator validator;

@@ -54,7 +54,7 @@ std::optional<bool> bool_field(const json& node, const char* key, int64_t layer)
 std::vector<int64_t> node_layers(const Checker& c, const std::string& section, const json& node) {
   if (section != "block") return {-1};
   std::vector<int64_t> out;
-  for (int64_t l = 0; l < c.n_layers; ++l)
+  for (int64_t l = 0; l < c.layers; ++l)
     if (applies(node, l)) out.push_back(l);
   return out;
 }
@@ -374,7 +374,7 @@ void check_slots(Checker& c) {
       }
       continue;
     }
-    for (int64_t l = 0; l < c.n_layers; ++l) {
+    for (int64_t l = 0; l < c.layers; ++l) {
       const auto heads = int_field(s, "heads", l), kv = int_field(s, "kv_heads", l), hd = int_field(s, "head_dim", l);
       const auto max_len = int_field(s, "max_len", l), window = int_field(s, "window", l),
                  sinks = int_field(s, "sinks", l);
@@ -407,10 +407,11 @@ void check_slots(Checker& c) {
         continue;
       }
       const auto kv2 = int_field(s, "kv_heads", j), hd2 = int_field(s, "head_dim", j), ml2 = int_field(s, "max_len", j);
-      if (kv && hd && kv2 && hd2 && max_len && ml2 && (*kv * *hd != *kv2 * *hd2 || *max_len != *ml2))
+      const int64_t w1 = kv && hd ? mul(*kv, *hd) : -1, w2 = kv2 && hd2 ? mul(*kv2, *hd2) : -1;
+      if (w1 >= 0 && w2 >= 0 && max_len && ml2 && (w1 != w2 || *max_len != *ml2))
         c.report(path + ".kv_from",
                  "layer " + str(l) + " reads the cache of layer " + str(j) + ", whose shape [" + str(*ml2) + ", " +
-                     str(*kv2 * *hd2) + "] differs from its own [" + str(*max_len) + ", " + str(*kv * *hd) + "]",
+                     str(w2) + "] differs from its own [" + str(*max_len) + ", " + str(w1) + "]",
                  12, path + "|kv_from_shape");
     }
   }
@@ -479,11 +480,11 @@ void check_attention(Checker& c, const std::string& sec, size_t k, const json& n
                  path + "|odd");
       if (slot && rope && rank) {
         const auto kv = int_field(*slot, "kv_heads", l), hd = int_field(*slot, "head_dim", l);
-        if (kv && hd && *kv * *hd != *rank + *rope)
+        if (kv && hd && mul(*kv, *hd) >= 0 && add(*rank, *rope) >= 0 && mul(*kv, *hd) != add(*rank, *rope))
           c.report(path + ".state",
                    "slot " + (*slot)["name"].dump() + " is kv_heads*head_dim = " + str(*kv) + "*" + str(*hd) + " = " +
-                       str(*kv * *hd) + " wide" + on_layer(l) + " but the latent cache needs kv_rank + qk_rope = " +
-                       str(*rank) + " + " + str(*rope) + " = " + str(*rank + *rope),
+                       str(mul(*kv, *hd)) + " wide" + on_layer(l) + " but the latent cache needs kv_rank + qk_rope = " +
+                       str(*rank) + " + " + str(*rope) + " = " + str(add(*rank, *rope)),
                    14, path + "|slot");
       }
     }
@@ -542,10 +543,10 @@ void check_moe(Checker& c, const std::string& sec, size_t k, const json& node) {
                path + "|gn");
     if (gn && gt && *gt > *gn)
       c.report(path + ".groups.top", "groups.top " + str(*gt) + " is more than groups.n " + str(*gn), 13, path + "|gt");
-    if (gn && gt && n && top_k && *gn > 0 && *n % *gn == 0 && *top_k > *gt * (*n / *gn))
+    if (gn && gt && n && top_k && *gn > 0 && *n % *gn == 0 && mul(*gt, *n / *gn) >= 0 && *top_k > mul(*gt, *n / *gn))
       c.report(path + ".top_k",
                "top_k " + str(*top_k) + " is more than the experts of the eligible groups, groups.top * n_experts / groups.n = " +
-                   str(*gt) + " * " + str(*n) + " / " + str(*gn) + " = " + str(*gt * (*n / *gn)) + on_layer(l),
+                   str(*gt) + " * " + str(*n) + " / " + str(*gn) + " = " + str(mul(*gt, *n / *gn)) + on_layer(l),
                13, path + "|gk");
   }
 }
@@ -604,6 +605,7 @@ std::vector<IrProblem> validate_ir(const nlohmann::json& input, const WeightStor
   c.doc = integral_floats_as_integers(input);
   c.weights = weights;
   c.n_layers = c.doc["model"]["n_layers"].get<int64_t>();
+  c.layers = std::min(c.n_layers, kMaxSimulatedLayers);
   check_document(c);
   check_slots(c);
   for (const char* sec : kSections) {

@@ -14,6 +14,8 @@ namespace bonfire::ir::detail {
 namespace {
 
 // docs/IR.md §10. Known here whether or not core/expr.h evaluates them yet.
+constexpr size_t kMaxExprChars = 4096;
+
 const std::set<std::string> kFunctions = {"exp",      "log",  "sqrt", "rsqrt", "tanh", "sigmoid", "silu",
                                           "softplus", "relu", "abs",  "min",   "max",  "pow"};
 
@@ -87,9 +89,16 @@ class ExprCheck {
   bool check(const std::string& where, const std::string& text, const std::string& rhs, size_t offset,
              const std::set<std::string>& known, bool names_known, const std::string& known_desc) {
     std::set<std::string> names;
+    // The parser recurses per nesting level; real expressions are short.
+    if (rhs.size() > kMaxExprChars) {
+      c_.report(path_ + where, quoted(text.substr(0, 40) + "...") + " is longer than " + std::to_string(kMaxExprChars) +
+                                   " characters; not parsed",
+                15);
+      return false;
+    }
     try {
       names = Expr::parse(rhs).names();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       std::string what = e.what();
       const std::string prefix = "expression \"" + rhs + "\": ";
       if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());

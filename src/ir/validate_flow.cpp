@@ -216,7 +216,7 @@ void Flow::run() {
   hidden_state_check(hidden, -1);
   const json& block = c_.nodes("block");
   std::vector<int64_t> applications(block.size(), 0);
-  for (int64_t l = 0; l < c_.n_layers; ++l) {
+  for (int64_t l = 0; l < c_.layers; ++l) {
     for (size_t k = 0; k < block.size(); ++k) {
       if (!applies(block[k], l)) continue;
       process("block", k, block[k], l, weight_set(c_.doc, block[k], l, applications[k]));
@@ -367,12 +367,12 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     const int v = x(0);
     const int64_t groups = i("groups").value_or(1);
     int64_t sum = 0;
-    for (const auto& s : n["sizes"]) sum += s.get<int64_t>();
+    for (const auto& s : n["sizes"]) sum = add(sum, s.get<int64_t>());
     const std::string why = groups > 1 ? "split sizes sum to " + str(sum) + ", times groups " + str(groups)
                                        : "split sizes sum to " + str(sum);
-    need(v, sum * groups, "the input " + (ins.empty() ? std::string("") : quoted(ins[0])), why, ".sizes");
+    need(v, mul(sum, groups), "the input " + (ins.empty() ? std::string("") : quoted(ins[0])), why, ".sizes");
     for (size_t j = 0; j < n["sizes"].size(); ++j)
-      fixed(n["sizes"][j].get<int64_t>() * groups, "split sizes[" + str(j) + "]" + (groups > 1 ? " * groups" : ""));
+      fixed(mul(n["sizes"][j].get<int64_t>(), groups), "split sizes[" + str(j) + "]" + (groups > 1 ? " * groups" : ""));
   } else if (op == "gelu" || op == "silu" || op == "sigmoid" || op == "relu" || op == "affine") {
     same_width(x(0));
   } else if (op == "add" || op == "mul" || op == "sub") {
@@ -392,46 +392,46 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
       const auto heads = j == 0 ? h : kv;
       const int v = x(j);
       if (heads && hd)
-        need(v, *heads * *hd, name(j),
+        need(v, mul(*heads, *hd), name(j),
              std::string(j == 0 ? "heads" : "kv_heads") + "*head_dim = " + str(*heads) + "*" + str(*hd), ".in[" + str(j) + "]");
       same_width(v);
     }
   } else if (op == "attention") {
     const auto h = i("heads"), kv = i("kv_heads"), hd = i("head_dim");
-    if (h && hd) need(x(0), *h * *hd, name(0), "q: heads*head_dim = " + str(*h) + "*" + str(*hd), ".in[0]");
+    if (h && hd) need(x(0), mul(*h, *hd), name(0), "q: heads*head_dim = " + str(*h) + "*" + str(*hd), ".in[0]");
     for (size_t j = 1; j < 3 && j < in.size(); ++j)
       if (kv && hd)
-        need(x(j), *kv * *hd, name(j), std::string(j == 1 ? "k" : "v") + ": kv_heads*head_dim = " + str(*kv) + "*" + str(*hd),
+        need(x(j), mul(*kv, *hd), name(j), std::string(j == 1 ? "k" : "v") + ": kv_heads*head_dim = " + str(*kv) + "*" + str(*hd),
              ".in[" + str(j) + "]");
-    fixed(h && hd ? *h * *hd : -1, "attention output heads*head_dim");
+    fixed(h && hd ? mul(*h, *hd) : -1, "attention output heads*head_dim");
   } else if (op == "mla_attention") {
     const auto h = i("heads"), rank = i("kv_rank"), nope = i("qk_nope"), rope = i("qk_rope"), vd = i("v_head_dim");
     const size_t c = in.size() == 4 ? 2 : 1;  // [q, c, k_pe] or [q_nope, q_pe, c, k_pe]
     if (c == 1 && h && nope && rope)
-      need(x(0), *h * (*nope + *rope), name(0),
+      need(x(0), mul(*h, add(*nope, *rope)), name(0),
            "q: heads*(qk_nope+qk_rope) = " + str(*h) + "*(" + str(*nope) + "+" + str(*rope) + ")", ".in[0]");
-    if (c == 2 && h && nope) need(x(0), *h * *nope, name(0), "q_nope: heads*qk_nope = " + str(*h) + "*" + str(*nope), ".in[0]");
-    if (c == 2 && h && rope) need(x(1), *h * *rope, name(1), "q_pe: heads*qk_rope = " + str(*h) + "*" + str(*rope), ".in[1]");
+    if (c == 2 && h && nope) need(x(0), mul(*h, *nope), name(0), "q_nope: heads*qk_nope = " + str(*h) + "*" + str(*nope), ".in[0]");
+    if (c == 2 && h && rope) need(x(1), mul(*h, *rope), name(1), "q_pe: heads*qk_rope = " + str(*h) + "*" + str(*rope), ".in[1]");
     if (rank && in.size() > c) need(x(c), *rank, name(c), "c: kv_rank", ".in[" + str(c) + "]");
     if (rope && in.size() > c + 1) need(x(c + 1), *rope, name(c + 1), "k_pe: qk_rope", ".in[" + str(c + 1) + "]");
-    if (h && nope && vd && rank) {
+    if (h && nope && vd && rank && mul(*h, add(*nope, *vd)) >= 0) {
       const std::string kb = n["k_b"].get<std::string>(), vb = n["v_b"].get<std::string>();
       if (kb == vb) {
         if (const Tensor* t = field_tensor("k_b"))
-          if (t->shape != Shape{*h * (*nope + *vd), *rank})
+          if (t->shape != Shape{mul(*h, add(*nope, *vd)), *rank})
             bad_shape(".k_b", tname(kb), *t,
                       "k_b = v_b must be [heads*(qk_nope+v_head_dim), kv_rank] = " +
-                          shape_str({*h * (*nope + *vd), *rank}));
+                          shape_str({mul(*h, add(*nope, *vd)), *rank}));
       } else {
         if (const Tensor* t = field_tensor("k_b"))
-          if (t->shape != Shape{*h * *nope, *rank})
-            bad_shape(".k_b", tname(kb), *t, "k_b must be [heads*qk_nope, kv_rank] = " + shape_str({*h * *nope, *rank}));
+          if (t->shape != Shape{mul(*h, *nope), *rank})
+            bad_shape(".k_b", tname(kb), *t, "k_b must be [heads*qk_nope, kv_rank] = " + shape_str({mul(*h, *nope), *rank}));
         if (const Tensor* t = field_tensor("v_b"))
-          if (t->shape != Shape{*h * *vd, *rank})
-            bad_shape(".v_b", tname(vb), *t, "v_b must be [heads*v_head_dim, kv_rank] = " + shape_str({*h * *vd, *rank}));
+          if (t->shape != Shape{mul(*h, *vd), *rank})
+            bad_shape(".v_b", tname(vb), *t, "v_b must be [heads*v_head_dim, kv_rank] = " + shape_str({mul(*h, *vd), *rank}));
       }
     }
-    fixed(h && vd ? *h * *vd : -1, "mla_attention output heads*v_head_dim");
+    fixed(h && vd ? mul(*h, *vd) : -1, "mla_attention output heads*v_head_dim");
   } else if (op == "moe_ffn") {
     const int v = x(0);
     const auto ne = i("n_experts");
@@ -446,7 +446,9 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
       if (ne && t->numel() != *ne)
         bad_shape(".selection_bias", tname(n["selection_bias"]), *t, "selection_bias has n_experts = " + str(*ne) + " values");
     const json& ex = n["experts"];
-    for (int64_t e = 0; c_.weights && ne && e < *ne; ++e) {
+    // Past the store's size every expert is missing: stop there.
+    const int64_t experts = c_.weights && ne ? std::min<int64_t>(*ne, (int64_t)c_.weights->size() + 1) : 0;
+    for (int64_t e = 0; e < experts; ++e) {
       const std::string g = ex["gate"].get<std::string>(), u = ex["up"].get<std::string>(), d = ex["down"].get<std::string>();
       const Tensor* tg = tensor(g, ".experts.gate", e);
       const Tensor* tu = tensor(u, ".experts.up", e);
@@ -500,16 +502,16 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     const auto h = i("heads"), hd = i("head_dim");
     for (size_t j = 0; j < 3 && j < in.size(); ++j)
       if (h && hd)
-        need(x(j), *h * *hd, name(j), std::string(1, "qkv"[j]) + ": heads*head_dim = " + str(*h) + "*" + str(*hd),
+        need(x(j), mul(*h, *hd), name(j), std::string(1, "qkv"[j]) + ": heads*head_dim = " + str(*h) + "*" + str(*hd),
              ".in[" + str(j) + "]");
-    fixed(h && hd ? *h * *hd : -1, "linear_attention output heads*head_dim");
+    fixed(h && hd ? mul(*h, *hd) : -1, "linear_attention output heads*head_dim");
   } else if (op == "ssm_scan") {
     const int v = x(0);
     const auto nn = i("n");
     if (const Tensor* t = field_tensor("d")) need(v, t->numel(), name(0), "size of " + desc(tname(n["d"]), *t), ".d", 18);
     for (const char* key : {"a", "b", "c"})
       if (const Tensor* t = field_tensor(key))
-        if (nn && w_.width(v) >= 0 && t->numel() != w_.width(v) * *nn)
+        if (nn && mul(w_.width(v), *nn) >= 0 && t->numel() != mul(w_.width(v), *nn))
           bad_shape(std::string(".") + key, tname(n[key]), *t,
                     "ssm_scan weights a, b, c are [channels, n] = " + shape_str({w_.width(v), *nn}));
     same_width(v);
@@ -518,7 +520,7 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     const auto ch = i("channels"), kernel = i("kernel");
     if (ch) need(v, *ch, name(0), "channels", ".in[0]");
     if (const Tensor* t = field_tensor("weight"))
-      if (ch && kernel && t->numel() != *ch * *kernel)
+      if (ch && kernel && mul(*ch, *kernel) >= 0 && t->numel() != mul(*ch, *kernel))
         bad_shape(".weight", tname(n["weight"]), *t,
                   "conv1d_causal needs channels*kernel = " + str(*ch) + "*" + str(*kernel) + " values");
     if (const Tensor* t = field_tensor("bias"))
@@ -532,7 +534,7 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     for (size_t j = 2; j < 4 && j < in.size(); ++j)
       if (ds) need(x(j), *ds, name(j), std::string(j == 2 ? "B" : "C") + ": d_state", ".in[" + str(j) + "]");
     if (const Tensor* t = field_tensor("a"))
-      if (ch && ds && t->numel() != *ch * *ds)
+      if (ch && ds && mul(*ch, *ds) >= 0 && t->numel() != mul(*ch, *ds))
         bad_shape(".a", tname(n["a"]), *t, "a (A_log) is [channels, d_state] = " + shape_str({*ch, *ds}));
     if (const Tensor* t = field_tensor("d"))
       if (ch && t->numel() != *ch) bad_shape(".d", tname(n["d"]), *t, "d is [channels] = [" + str(*ch) + "]");
@@ -555,7 +557,8 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
     if (known)
       for (const auto& [k, s] : n["index"].items()) {
         if (!s.is_number_integer()) known = false;
-        else width *= s.get<int64_t>();
+        else width = mul(width, s.get<int64_t>());
+        if (width < 0) known = false;
       }
     fixed(known ? width : -1, "product of the recurrence index sizes");
     const int o = out.back().var;

@@ -18,6 +18,7 @@ struct Checker {
   json doc;  // the document, integral floats as integers
   const WeightStore* weights = nullptr;
   int64_t n_layers = 0;  // model.n_layers
+  int64_t layers = 0;    // layers simulated: min(n_layers, kMaxSimulatedLayers)
   std::vector<IrProblem> problems;
   std::set<std::string> seen;
 
@@ -48,6 +49,21 @@ std::vector<std::string> in_names(const json& node);
 std::vector<std::string> output_names(const json& doc);
 std::vector<std::string> input_names(const json& doc);
 std::string quoted(const std::string& s);  // "\"x\""
+
+// a*b and a+b for sizes; -1 (unknown: nothing is checked) when an operand is
+// negative or the result overflows, so absurd sizes never wrap.
+inline int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
+}
+inline int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  return a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) ? -1 : r;
+}
+
+// Layers simulated (a document may claim any n_layers; past this every
+// layer without per_layer values looks like the ones before).
+constexpr int64_t kMaxSimulatedLayers = 4096;
 
 void check_flow(Checker& c);         // R4, R6 (lists), R10, R18
 void check_expressions(Checker& c);  // R15

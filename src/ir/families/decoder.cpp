@@ -140,18 +140,6 @@ class Block {
          {"window", 0}, {"sinks", 0}}, on);
   }
 
-  // LFM2's gated short convolution: B, C, x from one projection.
-  void short_conv(const json& on) {
-    const int64_t d = s_.d;
-    add(linear("h", "bcx", "conv.in_proj", false), on);
-    add({{"op", "split"}, {"in", {"bcx"}}, {"out", {"cb", "cc", "cx"}}, {"sizes", {d, d, d}}}, on);
-    add(op("mul", {"cb", "cx"}, "bx"), on);
-    add({{"op", "conv1d_causal"}, {"in", {"bx"}}, {"out", "conv"}, {"state", "conv"},
-         {"weight", s_.layer + "conv.conv.weight"}, {"channels", d}, {"kernel", s_.conv_kernel}}, on);
-    add(op("mul", {"cc", "conv"}, "y"), on);
-    add(linear("y", "o", "conv.out_proj", false), on);
-  }
-
   void mlp(const std::string& in, const json& on) {
     if (s_.mlp == "gelu" || s_.mlp == "gelu_exact") {
       add(linear(in, "u", s_.up, s_.mlp_bias), on);
@@ -225,21 +213,18 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   // The block.
   Nodes nodes(s);
   Block b(s, nodes);
-  std::vector<bool> attn_on(L), conv_on(L), dense_on(L), moe_on(L);
+  std::vector<bool> dense_on(L), moe_on(L);
   for (int64_t l = 0; l < L; ++l) {
-    conv_on[l] = s.conv_layer.size() == size_t(L) && s.conv_layer[l];
-    attn_on[l] = !conv_on[l];
     moe_on[l] = s.moe_layer.size() == size_t(L) && s.moe_layer[l];
     dense_on[l] = !moe_on[l];
   }
   const json always = true;
   b.add(nodes.norm_node("x", "h", s.attn_norm), always);
   if (s.mla)
-    b.mla(apply_on(attn_on));
-  else if (std::find(attn_on.begin(), attn_on.end(), true) != attn_on.end())
-    b.attention(apply_on(attn_on));
-  if (std::find(conv_on.begin(), conv_on.end(), true) != conv_on.end()) b.short_conv(apply_on(conv_on));
-  b.add(b.linear("attn", "o", s.o, s.o_bias), apply_on(attn_on));
+    b.mla(always);
+  else
+    b.attention(always);
+  b.add(b.linear("attn", "o", s.o, s.o_bias), always);
   if (!s.post_attn_norm.empty()) b.add(nodes.norm_node("o", "o", s.post_attn_norm), always);
   if (s.residual_scale != 1) b.add(affine("o", "o", s.residual_scale, 0), always);
   std::string mlp_in = "h2";
@@ -258,7 +243,7 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   if (!s.parallel.empty()) b.add(Block::op("add", {"x", "o"}, "x"), always);
   b.add(Block::op("add", {"x", "f"}, "x"), always);
 
-  // State: one kv slot (MLA caches the latent), LFM2's conv state.
+  // State: one kv slot (MLA caches the latent).
   json state = json::array();
   std::vector<int64_t> max_len(L, s.ctx);
   if (s.mla)
@@ -267,9 +252,6 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   else
     state.push_back({{"name", "kv"}, {"kind", "kv"}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
                      {"head_dim", s.head_dim}, {"max_len", s.ctx}, {"window", per_layer(s.window)}, {"sinks", 0}});
-  if (s.conv_kernel > 0)
-    state.push_back({{"name", "conv"}, {"kind", "recurrent"}, {"op", "conv1d_causal"}, {"dtype", "f32"},
-                     {"tensors", {{{"name", "conv"}, {"shape", {s.conv_kernel - 1, s.d}}, {"init", 0}}}}});
 
   // Head.
   Nodes head(s);
@@ -324,7 +306,6 @@ DecoderSpec llama_like(const ModelConfig& c) {
   s.mlp_bias = c.mlp_bias;
   s.tied = c.tie_word_embeddings;
   s.moe_layer.assign(c.n_layers, false);
-  s.conv_layer.assign(c.n_layers, false);
   if (c.sliding_window > 0)
     for (int64_t l = 0; l < c.n_layers; ++l)
       if (c.layer_types.empty() || c.layer_types[l] == "sliding_attention") s.window[l] = c.sliding_window;

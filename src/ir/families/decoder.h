@@ -82,9 +82,6 @@ struct DecoderSpec {
   bool mla = false;
   int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head_dim = 0;
 
-  // Layers that are short convolutions (LFM2) instead of attention.
-  std::vector<bool> conv_layer;
-  int64_t conv_kernel = 0;
 
   double residual_scale = 1;  // Granite residual_multiplier
   // Head.

@@ -1,25 +1,18 @@
-// LFM2: gated short-convolution layers mixed with GQA attention layers
-// (per-head q/k norms), SwiGLU feed-forward (w1/w3/w2); its final norm is
-// called embedding_norm.
-#include "ir/families/decoder.h"
+// LFM2 mixes gated short-convolution layers with attention layers. IR v1
+// cannot say that: `apply` (the per-layer switch) is not allowed on the
+// stateful ops (attention, conv1d_causal) by spec/ir.schema.json, and no
+// other field turns a stateful node off on some layers. So there is no
+// document for it; the error says so instead of emitting one that fails
+// validation. (The ops engine runs LFM2 blocks: short_conv.)
+#include "core/error.h"
 #include "ir/families/families.h"
 
 namespace bonfire::ir {
 
-json lfm2_ir(const ModelConfig& c) {
-  DecoderSpec s = llama_like(c);
-  s.attn_norm = "operator_norm";
-  s.ffn_norm = "ffn_norm";
-  s.o = "self_attn.out_proj";
-  s.q_norm = "self_attn.q_layernorm", s.k_norm = "self_attn.k_layernorm";
-  s.gate = "feed_forward.w1";
-  s.up = "feed_forward.w3";
-  s.down = "feed_forward.w2";
-  s.final_norm = "model.embedding_norm";
-  s.conv_kernel = c.conv_kernel;
-  for (int64_t l = 0; l < c.n_layers; ++l) s.conv_layer[l] = c.layer_types[l] == "conv";
-  s.tied = c.tie_word_embeddings;
-  return build_decoder_ir(s, c);
+nlohmann::json lfm2_ir(const ModelConfig& c) {
+  throw Error(ErrorCode::BadGraph,
+              c.source + ": LFM2 alternates convolution and attention layers, which IR v1 cannot express (the schema "
+                         "allows no per-layer \"apply\" on attention or conv1d_causal); no IR document for it");
 }
 
 }  // namespace bonfire::ir
