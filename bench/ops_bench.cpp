@@ -4,6 +4,7 @@
 // is a plain sum over the same number of bytes.
 //
 //   build/ops_bench [--threads N]
+#include "core/bandwidth.h"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,29 +36,6 @@ double best_time(F fn, int reps) {
   return best;
 }
 
-// Read bandwidth: every thread sums its share of a buffer of `bytes`.
-double read_bandwidth(const std::vector<uint64_t>& buf) {
-  volatile uint64_t sink = 0;
-  const double t = best_time(
-      [&] {
-        std::vector<uint64_t> part(64, 0);
-        parallel_for((int64_t)buf.size(), 1 << 16, [&](int64_t b, int64_t e) {
-          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-          int64_t i = b;
-          for (; i + 4 <= e; i += 4) {
-            s0 += buf[i];
-            s1 += buf[i + 1];
-            s2 += buf[i + 2];
-            s3 += buf[i + 3];
-          }
-          for (; i < e; ++i) s0 += buf[i];
-          sink = sink + s0 + s1 + s2 + s3;
-        });
-      },
-      5);
-  return (double)buf.size() * 8 / t;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,9 +54,8 @@ int main(int argc, char** argv) {
   for (auto& v : w) v = nd(rng);
   for (auto& v : x) v = nd(rng);
 
-  std::vector<uint64_t> big(256u << 20 >> 3);  // 256 MiB, past every cache
-  for (size_t i = 0; i < big.size(); ++i) big[i] = i;
-  const double bw = read_bandwidth(big);
+
+  const double bw = measure_read_bandwidth();
   std::printf("threads %d, read bandwidth %.1f GB/s (the reference)\n", num_threads(), bw / 1e9);
   std::printf("%-6s %12s %10s %10s %12s\n", "dtype", "weight MB", "us/call", "GB/s", "of bandwidth");
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "apps/bench_generate.h"
 #include "core/error.h"
 #include "model/safetensors.h"
 
@@ -103,7 +104,24 @@ std::function<int()> add_bench_commands(CLI::App& app) {
   auto gib = std::make_shared<double>(1.0);
   load->add_option("--dir", *dir, "where the test file is written (and kept)");
   load->add_option("--gib", *gib, "file size in GiB");
-  return [load, dir, gib]() -> int {
+  auto gen = bench->add_subcommand("generate", "prefill and decode tokens/s beside llama.cpp's on the same GGUF");
+  auto go = std::make_shared<BenchGenerateOptions>();
+  gen->add_option("--model", go->model, "a GGUF file (llama.cpp reads GGUF only)")->required();
+  gen->add_option("--prefill", go->prefill, "prompt tokens (default 128)");
+  gen->add_option("--decode", go->decode, "generated tokens (default 64)");
+  gen->add_option("--reps", go->reps, "measured runs after a warm-up (default 2)");
+  gen->add_flag("--json", go->json, "also print the figures as one JSON line");
+  gen->add_option("--reference-script", go->reference_script, "default: scripts/bench_llama_cpp.py");
+  gen->add_flag("!--no-reference", go->reference, "skip llama.cpp");
+  return [load, dir, gib, gen, go]() -> int {
+    if (*gen) {
+      try {
+        return bench_generate(*go);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench generate: %s\n", e.what());
+        return 1;
+      }
+    }
     if (*load) {
       try {
         return bench_load(*dir, *gib);

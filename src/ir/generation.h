@@ -66,6 +66,7 @@ class LocalModel {
   const json& ir() const { return ir_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelConfig& config() const { return config_; }
+  const WeightStore& weights() const { return weights_; }
   int64_t ctx() const { return ctx_; }
   const std::vector<int32_t>& eos_ids() const { return eos_; }
   // The prompt ids for `text` as the model's tokenizer config says (BOS...).

@@ -1,0 +1,125 @@
+// `bonfire bench generate`: prefill and decode tokens/s of bonfire's local
+// generation beside llama.cpp's on the same GGUF (scripts/bench_llama_cpp.py,
+// node-llama-cpp's prebuilt libllama, run right after in the same command),
+// and the decode ceiling the machine's read bandwidth sets for that file.
+#include "apps/bench_generate.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "core/bandwidth.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "ir/generation.h"
+
+namespace bonfire {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// scripts/bench_llama_cpp.py beside the build directory the binary is in.
+std::string default_reference_script() {
+  std::array<char, 4096> exe{};
+  const ssize_t n = ::readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (n <= 0) return "";
+  const fs::path root = fs::path(std::string(exe.data(), n)).parent_path().parent_path();
+  return (root / "scripts" / "bench_llama_cpp.py").string();
+}
+
+json run_reference(const BenchGenerateOptions& o) {
+  const std::string script = o.reference_script.empty() ? default_reference_script() : o.reference_script;
+  if (!fs::exists(script)) return {{"error", "reference script not found: " + script}};
+  const std::string cmd = "/usr/bin/python3 '" + script + "' --model '" + o.model + "' --prefill " +
+                          std::to_string(o.prefill) + " --decode " + std::to_string(o.decode) + " --threads " +
+                          std::to_string(num_threads()) + " --reps " + std::to_string(o.reps) + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {{"error", "could not start " + script}};
+  std::string out;
+  char buf[4096];
+  while (size_t got = std::fread(buf, 1, sizeof buf, p)) out.append(buf, got);
+  const int status = ::pclose(p);
+  const size_t brace = out.rfind('{');
+  if (status != 0 || brace == std::string::npos)
+    return {{"error", "llama.cpp reference failed (scripts/fetch_llama_cpp.sh installs it)"}};
+  try {
+    return json::parse(out.substr(brace));
+  } catch (const std::exception&) {
+    return {{"error", "reference printed no JSON"}};
+  }
+}
+
+// Bytes one decode step reads: every weight once, except an embedding
+// table that is not also the output matrix (one row of it is read).
+double decode_bytes(const ir::LocalModel& m) {
+  double total = 0;
+  for (const auto& name : m.weights().names()) total += static_cast<double>(m.weights().find(name)->nbytes());
+  const json& embed = m.ir()["embed"]["nodes"];
+  bool tied = false;
+  for (const auto& n : m.ir()["head"]["nodes"])
+    if (n.contains("tied_to")) tied = true;
+  if (!tied && !embed.empty() && embed[0].contains("weight"))
+    if (const Tensor* t = m.weights().find(embed[0]["weight"].get<std::string>())) total -= t->nbytes();
+  return total;
+}
+
+}  // namespace
+
+int bench_generate(const BenchGenerateOptions& o) {
+  ir::LocalModel::Options mo;
+  mo.ctx = o.prefill + o.decode + 8;
+  auto model = ir::LocalModel::open(o.model, mo);
+  const int64_t vocab = model->ir()["model"]["vocab"].get<int64_t>();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> pick(100, static_cast<int32_t>(std::min<int64_t>(vocab, 30000)) - 1);
+  ir::GenerateRequest req;
+  for (int64_t i = 0; i < o.prefill; ++i) req.prompt.push_back(pick(rng));
+  req.max_tokens = o.decode + 1;  // the first token comes with the prefill
+  req.ignore_eos = true;
+
+  model->generate(req);  // warm-up: page the weights in, lower the graphs
+  double prefill_tps = 0, decode_tps = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    const ir::GenerateResult g = model->generate(req);
+    prefill_tps += o.prefill * 1000.0 / g.prefill_ms / o.reps;
+    decode_tps += (g.tokens.size() - 1) * 1000.0 / g.decode_ms / o.reps;
+  }
+  const double bandwidth = measure_read_bandwidth();
+  const double bytes = decode_bytes(*model);
+  json ref = o.reference ? run_reference(o) : json{{"error", "not run (--no-reference)"}};
+
+  const bool have_ref = ref.contains("decode_tps");
+  std::printf("model %s: %.2f GB read per decode step, %d threads, prefill %lld tokens, decode %lld tokens, "
+              "mean of %d runs\n",
+              o.model.c_str(), bytes / 1e9, num_threads(), (long long)o.prefill, (long long)o.decode, o.reps);
+  std::printf("%-28s %14s %14s\n", "", "prefill tok/s", "decode tok/s");
+  std::printf("%-28s %14.2f %14.2f\n", "bonfire", prefill_tps, decode_tps);
+  if (have_ref) {
+    std::printf("%-28s %14.2f %14.2f\n", "llama.cpp (libllama 3.21.1)", ref["prefill_tps"].get<double>(),
+                ref["decode_tps"].get<double>());
+    std::printf("%-28s %14.2f %14.2f\n", "ratio bonfire / llama.cpp", prefill_tps / ref["prefill_tps"].get<double>(),
+                decode_tps / ref["decode_tps"].get<double>());
+  } else {
+    std::printf("llama.cpp: %s\n", ref.value("error", std::string("?")).c_str());
+  }
+  std::printf("%-28s %14s %14.2f   (read bandwidth %.1f GB/s)\n", "bandwidth limit", "", bandwidth / bytes,
+              bandwidth / 1e9);
+  if (o.json) {
+    json j = {{"model", o.model},
+              {"threads", num_threads()},
+              {"bonfire", {{"prefill_tps", prefill_tps}, {"decode_tps", decode_tps}}},
+              {"llama_cpp", ref},
+              {"bandwidth_gbps", bandwidth / 1e9},
+              {"decode_bytes", bytes},
+              {"decode_limit_tps", bandwidth / bytes}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  return 0;
+}
+
+}  // namespace bonfire
