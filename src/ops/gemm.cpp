@@ -73,7 +73,7 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
         wt = reinterpret_cast<const float*>(w.data + n0 * stride);
       } else {
         tile.resize(nn * K);
-        for (int64_t r = 0; r < nn; ++r) dequantize_row(w.dtype, w.data + (n0 + r) * stride, &tile[r * K], K);
+        for (int64_t r = 0; r < nn; ++r) simd::dequantize_row(w.dtype, w.data + (n0 + r) * stride, &tile[r * K], K);
         wt = tile.data();
       }
       for (int64_t m = 0; m < M; ++m) {
@@ -110,7 +110,7 @@ void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
   for (int64_t k0 = 0; k0 < K; k0 += kTile) {
     const int64_t kk = std::min(kTile, K - k0);
     band.resize(kk * N);
-    for (int64_t r = 0; r < kk; ++r) dequantize_row(w.dtype, w.data + (k0 + r) * stride, &band[r * N], N);
+    for (int64_t r = 0; r < kk; ++r) simd::dequantize_row(w.dtype, w.data + (k0 + r) * stride, &band[r * N], N);
     parallel_for(M, 1, [&](int64_t m0, int64_t m1) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(m1 - m0), (int)N, (int)kk, 1.0f,
                   x + m0 * ldx + k0, (int)ldx, band.data(), (int)N, 1.0f, out + m0 * ldo, (int)ldo);

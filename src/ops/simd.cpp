@@ -129,14 +129,48 @@ float DotExpanded(DType t, const uint8_t* row, const float* x, int64_t n) {
   float total = 0;
   int64_t i = 0;
   for (; i + kChunk <= n; i += kChunk, row += chunk_bytes) {
-    dequantize_row(t, row, tmp, kChunk);
+    bonfire::dequantize_row(t, row, tmp, kChunk);
     total += DotBuffer(tmp, x + i, kChunk);
   }
   if (i < n) {
-    dequantize_row(t, row, tmp, n - i);
+    bonfire::dequantize_row(t, row, tmp, n - i);
     total += DotBuffer(tmp, x + i, n - i);
   }
   return total;
+}
+
+// Rows to f32 for the GEMM tiles (prefill): widened a vector at a time for
+// the formats models ship in; the scalar dequantizer for the rest.
+void DequantRow(DType t, const void* row, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  if (t == DType::F16 || t == DType::BF16) {
+    int64_t i = 0;
+    if (t == DType::F16) {
+      const hn::Rebind<hwy::float16_t, decltype(d)> dh;
+      const auto* w = static_cast<const hwy::float16_t*>(row);
+      for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, w + i)), d, out + i);
+    } else {
+      const hn::Rebind<hwy::bfloat16_t, decltype(d)> dh;
+      const auto* w = static_cast<const hwy::bfloat16_t*>(row);
+      for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, w + i)), d, out + i);
+    }
+    if (i < n) bonfire::dequantize_row(t, static_cast<const uint16_t*>(row) + i, out + i, n - i);
+    return;
+  }
+  if (t == DType::Q8_0 && N <= 32) {
+    const hn::RebindToSigned<decltype(d)> di;
+    const hn::Rebind<int8_t, decltype(d)> d8;
+    const auto* b = static_cast<const BlockQ8_0*>(row);
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+      const auto scale = hn::Set(d, f16_to_f32(b[blk].d));
+      for (int64_t j = 0; j < 32; j += N)
+        hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j))), scale), d,
+                   out + blk * 32 + j);
+    }
+    return;
+  }
+  bonfire::dequantize_row(t, row, out, n);
 }
 
 float DotRow(DType t, const void* row, const float* x, int64_t n) {
@@ -160,10 +194,12 @@ HWY_EXPORT(DotF32);
 HWY_EXPORT(AxpyF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(DotRow);
+HWY_EXPORT(DequantRow);
 
 float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
 void scale_f32(float a, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, y, n); }
+void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(DequantRow)(t, row, out, n); }
 float dot_row(DType t, const void* row, const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);
 }

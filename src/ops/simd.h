@@ -15,5 +15,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 void scale_f32(float a, float* y, int64_t n);
 // Dot of an f32 vector with a row stored as `t` (n a multiple of its block).
 float dot_row(DType t, const void* row, const float* x, int64_t n);
+// A row of `t` to f32, vectorized for f16, bf16 and q8_0 (same values as
+// bonfire::dequantize_row).
+void dequantize_row(DType t, const void* row, float* out, int64_t n);
 
 }  // namespace bonfire::simd
