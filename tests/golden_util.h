@@ -3,6 +3,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,6 +60,18 @@ inline ::testing::AssertionResult near(const Tensor& got, const nlohmann::json& 
   }
   if (bad) return ::testing::AssertionFailure() << bad << " of " << want.numel() << " values off:" << msg.str();
   return ::testing::AssertionSuccess() << "max abs diff " << worst;
+}
+
+// Runs a shell command; its stdout and exit status.
+inline std::pair<std::string, int> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {"", -1};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {out, WEXITSTATUS(status)};
 }
 
 }  // namespace bonfire::testing

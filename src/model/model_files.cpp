@@ -98,6 +98,9 @@ ModelConfig ModelFiles::config() const {
     ModelConfig c = parse_gguf_config(gguf_->metadata(), path_);
     // llama.cpp's converter drops output.weight when it equals the embedding.
     c.tie_word_embeddings = gguf_->find("output.weight") == nullptr;
+    // Llama 3's rope scaling survives conversion only as this tensor (the
+    // IR then names it; docs/IR.md §14).
+    if (gguf_->find("rope_freqs.weight") && c.rope_scaling.is_null()) c.rope_scaling = {{"rope_type", "llama3"}};
     // Biases are whatever the converter found in the checkpoint.
     c.attention_bias = gguf_->find("blk.0.attn_q.bias") || gguf_->find("blk.0.attn_qkv.bias");
     c.mlp_bias = gguf_->find("blk.0.ffn_up.bias") != nullptr;

@@ -320,6 +320,9 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
   const double theta = c.rope_theta;
   if (type == "linear") {
     s.freq_scale = 1 / rs.value("factor", 1.0);
+  } else if (type == "llama3" && !rs.contains("factor")) {
+    // A GGUF file: the converter kept Llama 3's factors only as this tensor.
+    s.freq_factors = "rope_freqs.weight";
   } else if (type == "llama3" || type == "yarn") {
     // Position-independent: the ratio to the plain frequencies, per frequency.
     float attention = 1;
