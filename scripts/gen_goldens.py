@@ -12,7 +12,9 @@ so re-running rewrites byte-identical files.
 
 Writes
   goldens/ops/<op>.json        one file per op of spec/ops-v3.json (format: see
-                               tests/ops_golden_test.cpp and docs/OPS.md)
+                               tests/ops_golden_test.cpp and docs/OPS.md), and one
+                               per protocol extension op (docs/PROTOCOL-EXTENSIONS.md,
+                               golden_ops/ext_ops.py)
   goldens/layer/llama_layer.json  one Llama decoder layer, prefill + 3 decode steps
   goldens/rng.json             Philox4x64-10 first outputs, to check the C++ RNG
 
@@ -50,6 +52,7 @@ from golden_ops.attention import *  # noqa: E402,F401,F403
 from golden_ops.moe import *  # noqa: E402,F401,F403
 from golden_ops.sample import *  # noqa: E402,F401,F403
 from golden_ops.layer import *  # noqa: E402,F401,F403
+from golden_ops.ext_ops import EXT_GENS  # noqa: E402
 
 # ---------------------------------------------------------------- self-checks of the quantizers
 
@@ -132,6 +135,8 @@ def main():
     for op in ("reduce_sum", "reduce_mean", "reduce_max", "argmax"):
         gens[op] = (lambda o: (lambda: gen_reduce(o)))(op)
     assert set(gens) == set(OPS), (set(OPS) - set(gens), set(gens) - set(OPS))
+    assert set(EXT_GENS) == set(EXT_OPS) and not set(EXT_OPS) & set(OPS)
+    gens.update(EXT_GENS)
     total = 0
     sizes = {}
     for op in sorted(gens):
@@ -139,7 +144,8 @@ def main():
         names = [c["name"] for c in cases]
         assert len(names) == len(set(names)), op
         for c in cases:
-            assert all(n["op"] in OPS for n in c["graph"]["nodes"])
+            for g in [c["graph"]] + [t["graph"] for t in c.get("then", [])]:
+                assert all(n["op"] in OPS or n["op"] in EXT_OPS for n in g["nodes"])
         sizes[op] = write_json(os.path.join(ROOT, "goldens", "ops", f"{op}.json"), {"op": op, "cases": cases},
                                "cases")
         total += sizes[op]

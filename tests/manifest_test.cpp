@@ -50,16 +50,72 @@ TEST(Manifest, RegistryMatchesManifest) {
       }
     }
     EXPECT_EQ(got, want) << name;
+    EXPECT_FALSE(def->extension) << name;
     EXPECT_EQ(def->mutates_input, op.value("mutatesInput", -1)) << name;
-    EXPECT_EQ(def->writes_input, op.value("writesInput", -1)) << name;
+    const int wi = op.value("writesInput", -1);
+    EXPECT_EQ(def->writes_inputs, wi >= 0 ? uint64_t(1) << wi : 0) << name;
+    EXPECT_EQ(def->writes_inputs_of, nullptr) << name;
     EXPECT_NE(def->infer, nullptr) << name;
     EXPECT_NE(def->run, nullptr) << name;
   }
-  for (const auto& def : op_registry()) EXPECT_TRUE(manifest_ops.count(def.name)) << def.name << " is not in the manifest";
-  EXPECT_EQ(op_registry().size(), m["ops"].size());
+  // Protocol extension ops (docs/PROTOCOL-EXTENSIONS.md) are the only ops
+  // beyond the manifest, and their features the only features beyond it.
+  size_t v3_ops = 0;
+  std::set<std::string> ext_features;
+  for (const auto& def : op_registry()) {
+    if (def.extension) {
+      for (const auto& f : def.features) ext_features.insert(f.name);
+      continue;
+    }
+    ++v3_ops;
+    EXPECT_TRUE(manifest_ops.count(def.name)) << def.name << " is not in the manifest";
+  }
+  EXPECT_EQ(v3_ops, m["ops"].size());
   std::set<std::string> all_features;
   for (const auto& [k, v] : m["features"].items()) all_features.insert(k);
-  EXPECT_EQ(implemented_features(), all_features);
+  std::set<std::string> v3_features = implemented_features();
+  for (const auto& f : ext_features) {
+    EXPECT_FALSE(all_features.count(f)) << f << " is a manifest feature";
+    v3_features.erase(f);
+  }
+  EXPECT_EQ(v3_features, all_features);
+}
+
+std::string slurp(const std::filesystem::path& p);
+
+// Every extension op: not in the manifest, routed by `ext.` features the op
+// always uses, and documented in docs/PROTOCOL-EXTENSIONS.md (a section
+// "## `op`" naming its feature and every param).
+TEST(Manifest, ExtensionOpsAreSeparateAndDocumented) {
+  const json& m = spec::ops_manifest();
+  const std::string doc = slurp(std::filesystem::path(BONFIRE_SOURCE_DIR) / "docs" / "PROTOCOL-EXTENSIONS.md");
+  ASSERT_FALSE(doc.empty()) << "docs/PROTOCOL-EXTENSIONS.md is missing";
+  size_t n = 0;
+  for (const auto& def : op_registry()) {
+    if (!def.extension) continue;
+    ++n;
+    for (const auto& op : m["ops"]) EXPECT_NE(op["op"].get<std::string>(), def.name) << "extension op in the manifest";
+    ASSERT_FALSE(def.features.empty()) << def.name << " has no feature";
+    bool always = false;
+    for (const auto& f : def.features) {
+      EXPECT_EQ(f.name.rfind("ext.", 0), 0u) << def.name << ": feature " << f.name << " lacks the ext. prefix";
+      for (const auto& p : f.params) EXPECT_NE(def.param(p), nullptr) << f.name << " names unknown param " << p;
+      always = always || f.always;
+    }
+    EXPECT_TRUE(always) << def.name << " needs a feature it always uses";
+    const std::string head = "## `" + def.name + "`";
+    const size_t at = doc.find(head);
+    ASSERT_NE(at, std::string::npos) << "docs/PROTOCOL-EXTENSIONS.md has no section " << head;
+    const size_t end = doc.find("\n## ", at + head.size());
+    const std::string section = doc.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    for (const auto& f : def.features)
+      EXPECT_NE(section.find("`" + f.name + "`"), std::string::npos) << head << " does not name " << f.name;
+    for (const auto& p : def.params)
+      EXPECT_NE(section.find("`" + p.name + "`"), std::string::npos) << head << " does not document param " << p.name;
+    EXPECT_NE(def.infer, nullptr) << def.name;
+    EXPECT_NE(def.run, nullptr) << def.name;
+  }
+  EXPECT_GE(n, 6u);
 }
 
 std::string slurp(const std::filesystem::path& p) {

@@ -1,6 +1,9 @@
 // Every case of goldens/ops/*.json (PyTorch references written by
 // scripts/gen_goldens.py) runs as a graph call through the engine: outputs,
-// features used, and session tensors after the call must match.
+// features used, and session tensors after the call must match. A case may
+// chain later calls on the same session ("then": [{graph, features,
+// expected}], a prefill followed by decode steps); "expectedSession" is
+// checked after the last one.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -67,18 +70,34 @@ TEST_P(OpGolden, MatchesReference) {
   for (const auto& [k, v] : session_in.items())
     session.tensors[k] = tensor_from_json(v, "session " + k, limits);
 
-  RunResult r;
-  try {
-    r = run_call(call, &session, limits, [&](const std::string& n) -> const Tensor* {
-      auto it = packed.find(n);
-      return it == packed.end() ? nullptr : &it->second;
-    });
-  } catch (const Error& e) {
-    FAIL() << "engine refused the golden: " << error_to_json(e).dump();
-  }
-  for (const auto& [name, want] : c["expected"].items()) {
-    ASSERT_TRUE(r.outputs.count(name)) << "no output " << name;
-    EXPECT_TRUE(testing::near(r.outputs[name], want, atol, rtol)) << "output " << name;
+  auto run_and_check = [&](const Call& cl, const json& expected, const std::string& which) {
+    RunResult r;
+    try {
+      r = run_call(cl, &session, limits, [&](const std::string& n) -> const Tensor* {
+        auto it = packed.find(n);
+        return it == packed.end() ? nullptr : &it->second;
+      });
+    } catch (const Error& e) {
+      ADD_FAILURE() << which << ": engine refused the golden: " << error_to_json(e).dump();
+      return false;
+    }
+    for (const auto& [name, want] : expected.items()) {
+      if (!r.outputs.count(name)) {
+        ADD_FAILURE() << which << ": no output " << name;
+        return false;
+      }
+      EXPECT_TRUE(testing::near(r.outputs[name], want, atol, rtol)) << which << ": output " << name;
+    }
+    return true;
+  };
+  if (!run_and_check(call, c["expected"], "call 1")) return;
+  const json then = c.value("then", json::array());
+  for (size_t i = 0; i < then.size(); ++i) {
+    Call next = Call::parse(then[i]["graph"], limits);
+    std::set<std::string> next_features;
+    for (const auto& f : then[i].value("features", json::array())) next_features.insert(f.get<std::string>());
+    EXPECT_EQ(next.graph.features, next_features) << "call " << i + 2;
+    if (!run_and_check(next, then[i]["expected"], "call " + std::to_string(i + 2))) return;
   }
   const json session_want = c.value("expectedSession", json::object());
   for (const auto& [name, want] : session_want.items()) {
@@ -97,7 +116,7 @@ std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpGolden, ::testing::ValuesIn(load_cases()), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpGolden);
 
-// Every op of the manifest has golden cases.
+// Every op of the manifest, and every protocol extension op, has golden cases.
 TEST(OpGoldenCoverage, EveryOpHasCases) {
   std::set<std::string> covered;
   for (const auto& c : load_cases()) covered.insert(c.op);
@@ -114,10 +133,13 @@ namespace {
 TEST(OpGoldenCoverage, EveryParamAndFeatureIsExercised) {
   std::set<std::string> params, features;
   for (const auto& c : load_cases()) {
-    for (const auto& n : c.body["graph"]["nodes"]) {
-      const nlohmann::json node_params = n.value("params", nlohmann::json::object());
-      for (const auto& [k, v] : node_params.items()) params.insert(n["op"].get<std::string>() + "." + k);
-    }
+    std::vector<nlohmann::json> graphs = {c.body["graph"]};
+    for (const auto& t : c.body.value("then", nlohmann::json::array())) graphs.push_back(t["graph"]);
+    for (const auto& g : graphs)
+      for (const auto& n : g["nodes"]) {
+        const nlohmann::json node_params = n.value("params", nlohmann::json::object());
+        for (const auto& [k, v] : node_params.items()) params.insert(n["op"].get<std::string>() + "." + k);
+      }
     for (const auto& f : c.body.value("features", nlohmann::json::array())) features.insert(f.get<std::string>());
   }
   for (const auto& op : op_registry()) {

@@ -17,6 +17,8 @@ torch.set_default_dtype(torch.float32)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 MANIFEST = json.load(open(os.path.join(ROOT, "spec", "ops-v3.json")))
 OPS = {o["op"]: o for o in MANIFEST["ops"]}
+# Protocol extension ops (docs/PROTOCOL-EXTENSIONS.md), in the manifest's shape; golden_ops/ext_ops.py fills it.
+EXT_OPS = {}
 F32 = np.float32
 F64 = torch.float64
 
@@ -145,12 +147,14 @@ def features(nodes):
             fs.add("attention.bias")
         if n["op"] == "sample" and len(n["in"]) == 2:
             fs.add("sample.penalty")
+        if n["op"] in EXT_OPS:
+            fs.update(EXT_OPS[n["op"]]["features"])  # an extension op always uses its feature
     return sorted(fs)
 
 
 def validate(nodes):
     for n in nodes:
-        spec = OPS[n["op"]]
+        spec = OPS[n["op"]] if n["op"] in OPS else EXT_OPS[n["op"]]
         assert spec["minInputs"] <= len(n["in"]) <= spec["maxInputs"], (n["id"], len(n["in"]))
         for p in n["params"]:
             assert p in spec["params"], (n["op"], p)

@@ -7,6 +7,7 @@
 //   operators  + - * / %   == != < <= > >=   and or not (&& || !)
 //              A if C else B
 //   calls      min max floor ceil round abs sqrt exp log pow ceilDiv pow2ceil
+//              rsqrt tanh sigmoid silu softplus relu   (elementwise, IR §10)
 //              has(obj, "key")  dim(shape, i)  numel(shape)  len(x)
 //              obj.has("key")  (a method call passes obj first)
 //
@@ -14,7 +15,18 @@
 // caller-supplied lookup, so the caller decides what exists and may compute
 // values lazily. Errors are bonfire::Error(BadGraph) naming the expression
 // and the character position.
+//
+// softplus(x) is log(1 + exp(x)), and x itself above 20 (torch's threshold);
+// sigmoid(x) = 1 / (1 + exp(-x)); silu(x) = x · sigmoid(x); relu keeps NaN.
+//
+// For tensor math an expression is compiled once (`compile_numeric`) into a
+// small program over double variables and run per element or per block of
+// elements. Same parser, same functions; the differences: only numbers exist
+// (true/false are 1/0, comparisons and logic give 1/0, no strings, lists,
+// members, has/dim/numel/len), and arithmetic is IEEE (x / 0 is ±inf or NaN,
+// not an error).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,8 +34,11 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bonfire {
+
+class NumericExpr;
 
 class Expr {
  public:
@@ -37,12 +52,40 @@ class Expr {
   // Top-level names the expression reads (not members or function names).
   std::set<std::string> names() const;
   const std::string& source() const { return source_; }
+  // The numeric program for variables `vars` (variable i is vars[i]). Throws
+  // Error(BadGraph) with the position of an unknown name or of anything that
+  // is not numeric.
+  NumericExpr compile_numeric(const std::vector<std::string>& vars) const;
 
   struct Node;
 
  private:
   std::string source_;
   std::shared_ptr<const Node> root_;
+};
+
+// A compiled expression over double variables (Expr::compile_numeric).
+// Thread-safe to run concurrently.
+class NumericExpr {
+ public:
+  // One value: vars[i] is variable i.
+  double eval(const double* vars) const;
+  // n values at once: vars[i] points at n values of variable i. `out` may be
+  // one of the vars arrays (every input is read before out is written).
+  void eval_batch(const double* const* vars, int64_t n, double* out) const;
+
+  struct Ins {
+    uint8_t op;
+    int32_t arg = 0;
+    double k = 0;
+  };
+
+ private:
+  friend class Expr;
+  template <typename Get>
+  void exec(int64_t n, double* stack, const Get& get) const;
+  std::vector<Ins> code_;
+  int depth_ = 0;
 };
 
 }  // namespace bonfire

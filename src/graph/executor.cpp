@@ -108,7 +108,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
         if (in.back().dtype != DType::F32 && !node.op->accepts_packed((int)k))
           bad_graph("input " + std::to_string(k) + " (\"" + r.text() + "\") is a packed " +
                     dtype_name(in.back().dtype) + " weight; op " + node.op->name + " needs f32 there");
-        if ((int)k == node.op->mutates_input || (int)k == node.op->writes_input) {
+        if ((int)k == node.op->mutates_input || node.op->writes((int)k, plan[i].params, node.in.size())) {
           if (r.kind == Ref::Weight)
             bad_graph("op " + node.op->name + " writes its input " + std::to_string(k) + " in place; \"" + r.text() +
                       "\" is a weight");

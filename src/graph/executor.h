@@ -30,7 +30,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
 RunResult run_call(const Call& call, Session* session, const Limits& limits,
                    const WeightLookup& model_weights = nullptr);
 
-// Every feature the manifest names; this engine implements all of them.
+// Every feature the manifest names, plus the `ext.` feature of every protocol
+// extension op (docs/PROTOCOL-EXTENSIONS.md); this engine implements them all.
 std::set<std::string> implemented_features();
 
 // Throws Error(UnsupportedFeature) naming the first feature the graph uses

@@ -99,7 +99,7 @@ void parse_params(const json& jp, GraphNode& node, std::set<std::string>& bind_n
 
 void add_features(const GraphNode& node, std::set<std::string>& out) {
   for (const auto& f : node.op->features) {
-    bool used = f.input >= 0 && (int)node.in.size() > f.input;
+    bool used = f.always || (f.input >= 0 && (int)node.in.size() > f.input);
     for (const auto& p : f.params) {
       used = used || node.params.contains(p) ||
              std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == p; });

@@ -107,7 +107,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
   sc.min_inputs = sc.max_inputs = 5;
   sc.infer = infer_short_conv;
   sc.run = run_short_conv;
-  sc.writes_input = 4;
+  sc.writes_inputs = 1u << 4;
   sc.packed_inputs = (1u << 1) | (1u << 2) | (1u << 3);
   ops.push_back(sc);
 }

@@ -1,7 +1,9 @@
 // The op table. Every op of protocol v3 is one OpDef: its arity, its params
 // and features as the manifest (spec/ops-v3.json) lists them, a shape function
 // and a compute function. The graph layer only ever talks to ops through this
-// table; a test holds it equal to the manifest.
+// table; a test holds it equal to the manifest. Protocol extension ops
+// (docs/PROTOCOL-EXTENSIONS.md) live in the same table marked `extension`;
+// they are not in the manifest and each is routed by its own `ext.` feature.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -25,11 +27,13 @@ struct ParamDef {
 };
 
 // A node uses a feature when it sets one of `params`, or passes input
-// `input` (an optional input such as attention's bias).
+// `input` (an optional input such as attention's bias), or always when
+// `always` is set (an extension op's own feature: the op itself).
 struct FeatureDef {
   std::string name;
   std::vector<std::string> params;
   int input = -1;
+  bool always = false;
 };
 
 // A node's params after bind expressions were evaluated: every number-typed
@@ -55,8 +59,8 @@ class Params {
   json j_;
 };
 
-// Inputs as the compute function sees them. Only the input an op declares in
-// `mutates_input` / `writes_input` may be written through.
+// Inputs as the compute function sees them. Only the inputs an op declares in
+// `mutates_input` / `writes_inputs` may be written through.
 using OpInputs = std::vector<Tensor*>;
 
 struct OpDef {
@@ -75,10 +79,21 @@ struct OpDef {
   // a view of the input. Unset means f32.
   DType (*out_dtype)(const std::vector<TensorDesc>& in, const Params& p) = nullptr;
   int mutates_input = -1;  // the output is this input, written in place (cache_write)
-  int writes_input = -1;   // this input is also advanced in place (short_conv's state)
+  // Bit i: input i is also advanced in place (short_conv's state, a scan's
+  // state tensors). The manifest's `writesInput` is one such bit.
+  uint64_t writes_inputs = 0;
+  // When the written inputs depend on the node (recurrence: its last
+  // len(state) inputs), this gives the mask instead of `writes_inputs`.
+  uint64_t (*writes_inputs_of)(const Params& p, size_t n_inputs) = nullptr;
   uint32_t packed_inputs = 0;  // bit i: input i may be a packed weight; bit 31 covers i >= 31
+  bool extension = false;      // a protocol extension op, not in spec/ops-v3.json
 
   bool accepts_packed(int i) const { return (packed_inputs >> (i < 31 ? i : 31)) & 1u; }
+  // Whether input i of a node with these (bound) params is written in place.
+  bool writes(int i, const Params& p, size_t n_inputs) const {
+    const uint64_t m = writes_inputs_of ? writes_inputs_of(p, n_inputs) : writes_inputs;
+    return i >= 0 && i < 64 && ((m >> i) & 1u);
+  }
   const ParamDef* param(std::string_view name) const;
 };
 
@@ -104,5 +119,10 @@ void register_rope_ops(std::vector<OpDef>& ops);
 void register_attention_ops(std::vector<OpDef>& ops);
 void register_moe_ops(std::vector<OpDef>& ops);
 void register_sample_ops(std::vector<OpDef>& ops);
+// Protocol extension ops (docs/PROTOCOL-EXTENSIONS.md): register_extension_ops
+// adds both groups below and marks every op it adds `extension`.
+void register_extension_ops(std::vector<OpDef>& ops);
+void register_ext_scan_ops(std::vector<OpDef>& ops);  // ops/ext_scan.cpp
+void register_ext_expr_ops(std::vector<OpDef>& ops);  // ops/ext_expr.cpp
 
 }  // namespace bonfire

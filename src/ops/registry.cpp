@@ -22,6 +22,16 @@ void check_f32(const std::vector<TensorDesc>& in, size_t i, const char* what) {
     bad_graph(std::string(what) + " must be f32, got a packed " + dtype_name(in[i].dtype) + " tensor");
 }
 
+void register_extension_ops(std::vector<OpDef>& ops) {
+  std::vector<OpDef> ext;
+  register_ext_scan_ops(ext);
+  register_ext_expr_ops(ext);
+  for (auto& op : ext) {
+    op.extension = true;
+    ops.push_back(std::move(op));
+  }
+}
+
 const std::vector<OpDef>& op_registry() {
   static const std::vector<OpDef> ops = [] {
     std::vector<OpDef> v;
@@ -35,6 +45,7 @@ const std::vector<OpDef>& op_registry() {
     register_attention_ops(v);
     register_moe_ops(v);
     register_sample_ops(v);
+    register_extension_ops(v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
