@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "ir/generation.h"
+#include "ir/ir_doc.h"
 #include "ir/lower.h"
 #include "model/model_files.h"
 
@@ -38,7 +39,7 @@ json read_json_file(const std::string& path) {
 }
 
 int from_hf(const Options& o) {
-  return guarded([&] { std::cout << ir::ir_for_model(*ModelFiles::open(o.path)).dump(2) << "\n"; });
+  return guarded([&] { std::cout << ir::in_reading_order(ir::ir_for_model(*ModelFiles::open(o.path))).dump(2) << "\n"; });
 }
 
 int lower(const Options& o) {

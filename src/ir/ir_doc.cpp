@@ -46,6 +46,30 @@ std::vector<std::string> out_names(const json& node) {
   return v;
 }
 
+namespace {
+
+nlohmann::ordered_json ordered(const json& v, const std::vector<std::string>& first) {
+  if (v.is_array()) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& e : v) a.push_back(ordered(e, {"op", "in", "out", "name", "kind"}));
+    return a;
+  }
+  if (!v.is_object()) return nlohmann::ordered_json(v);
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (const auto& k : first)
+    if (v.contains(k)) o[k] = ordered(v[k], {"op", "in", "out", "name", "kind", "repeat", "state", "nodes"});
+  for (const auto& [k, e] : v.items())
+    if (!o.contains(k)) o[k] = ordered(e, {"op", "in", "out", "name", "kind", "repeat", "state", "nodes"});
+  return o;
+}
+
+}  // namespace
+
+nlohmann::ordered_json in_reading_order(const json& doc) {
+  return ordered(doc, {"ir_version", "family_hint", "model", "tokenizer", "inputs", "outputs", "modes", "embed",
+                       "block", "head"});
+}
+
 std::string node_path(const std::string& section, size_t index) {
   return "$." + section + ".nodes[" + std::to_string(index) + "]";
 }

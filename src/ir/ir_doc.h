@@ -34,6 +34,11 @@ std::string weight_name(const std::string& tmpl, int64_t set, int64_t expert = -
 // The node's `out` as a list (a single name becomes a list of one).
 std::vector<std::string> out_names(const json& node);
 
+// The document with its keys in reading order (ir_version, family_hint,
+// model, ..., embed, block, head; each node's op, in, out first), for
+// printing: nlohmann::json itself keeps keys sorted.
+nlohmann::ordered_json in_reading_order(const json& doc);
+
 // A JSON path for messages: "$.block.nodes[3].eps".
 std::string node_path(const std::string& section, size_t index);
 
