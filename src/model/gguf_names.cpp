@@ -158,12 +158,12 @@ const std::map<std::string, ArchNames>& arch_table() {
                     {"attn_output", "self_attention.dense"},
                     {"ffn_up", "mlp.dense_h_to_4h"},
                     {"ffn_down", "mlp.dense_4h_to_h"}}};
-    // BloomForCausalLM's names; folders saved from BloomModel lack the
-    // "transformer." prefix and get it from the loader (model_files.cpp).
-    t["bloom"] = {"transformer.h.",
-                  {{"token_embd", "transformer.word_embeddings"},
-                   {"token_embd_norm", "transformer.word_embeddings_layernorm"},
-                   {"output_norm", "transformer.ln_f"},
+    // Bloom checkpoints are saved from BloomModel: no "transformer." prefix
+    // (ModelFiles adds the BloomForCausalLM names the IR uses as aliases).
+    t["bloom"] = {"h.",
+                  {{"token_embd", "word_embeddings"},
+                   {"token_embd_norm", "word_embeddings_layernorm"},
+                   {"output_norm", "ln_f"},
                    {"output", "lm_head"}},
                   {{"attn_norm", "input_layernorm"},
                    {"attn_qkv", "self_attention.query_key_value"},

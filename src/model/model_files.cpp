@@ -34,12 +34,6 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
     const Tensor& t = *store.find(name);
     if (t.shape.size() == 1 && t.dtype != DType::F32) store.put(name, to_f32(t), c.source + " (as f32)");
   }
-  if (c.family == "bloom") {
-    // Checkpoints saved from BloomModel name tensors without "transformer.".
-    for (const std::string& name : store.names())
-      if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
-        store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");
-  }
   if (c.family == "gpt2") {
     for (const std::string& name : store.names()) {
       if (!ends_with(name, "attn.c_attn.weight") && !ends_with(name, "attn.c_proj.weight") &&
@@ -68,9 +62,15 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
 }
 
 
-// MPT's LayerNorms have no bias; the IR's layernorm reads one, so the
-// store holds zeros under the name the bias would have.
-void add_zero_norm_biases(const ModelConfig& c, WeightStore& store) {
+// Names the IR reads that a checkpoint (safetensors or GGUF) may spell
+// otherwise: BLOOM saved from BloomModel lacks BloomForCausalLM's
+// "transformer." prefix; MPT's LayerNorms have no bias, and the IR's
+// layernorm reads one, so the store holds zeros under the bias's name.
+void add_ir_aliases(const ModelConfig& c, WeightStore& store) {
+  if (c.family == "bloom")
+    for (const std::string& name : store.names())
+      if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
+        store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");
   if (c.family != "mpt") return;
   for (const std::string& name : store.names()) {
     if (!ends_with(name, "norm_1.weight") && !ends_with(name, "norm_2.weight") && !ends_with(name, "norm_f.weight"))
@@ -126,7 +126,7 @@ WeightStore ModelFiles::weights() const {
     load_safetensors_folder(path_, store);
     if (fs::exists(in_dir(path_, "config.json"))) adapt_hf_weights(config(), store);
   }
-  if (gguf_ || fs::exists(in_dir(path_, "config.json"))) add_zero_norm_biases(config(), store);
+  if (gguf_ || fs::exists(in_dir(path_, "config.json"))) add_ir_aliases(config(), store);
   return store;
 }
 
