@@ -168,20 +168,23 @@ Value binary(Lowerer& L, const std::string& op) {
   return {L.emit(op, {a.ref, b.ref}), a.width >= 0 ? a.width : b.width};
 }
 
-// 1/sqrt(mean(x²) + eps) per row, from one rmsnorm: over the row [x | 1] of
-// width d+1 with eps' = (d·eps − 1)/(d+1), the last column comes out as
-// sqrt((d+1)/d) / sqrt(mean(x²) + eps).
+// 1/sqrt(mean(x²) + eps) per row, from one rmsnorm (its eps must be ≥ 0):
+// over the row [x | c] of width d+1 with c² = d·eps and eps 0, the mean
+// square is d/(d+1)·(mean(x²) + eps), so the last column comes out as
+// c·sqrt((d+1)/d) / sqrt(mean(x²) + eps); its weight sqrt(d/(d+1))/c leaves
+// the answer. (eps 0: c is 1e-10, whose square shifts nothing in f32.)
 Value rms_row(Lowerer& L) {
   const Value x = L.input(0);
   const int64_t d = L.width_of(x, "input");
   const double eps = L.num_field("eps", 1e-6);
   const int64_t T = L.tokens();
-  const std::string ones_col = L.constant("ones", std::vector<float>(T, 1.f), {T, 1});
-  const std::string row = L.emit("concat", {x.ref, ones_col}, {{"axis", -1}});
-  const std::string gamma = L.constant("ones", std::vector<float>(d + 1, 1.f), {d + 1});
-  const std::string n = L.emit("rmsnorm", {row, gamma}, {{"eps", (d * eps - 1) / (d + 1)}});
-  const std::string last = L.emit("slice", {n}, {{"start", d}, {"length", 1}, {"axis", -1}});
-  return {L.emit("scale", {last}, {{"factor", std::sqrt(double(d) / (d + 1))}}, "rms_row"), 1};
+  const double c = eps > 0 ? std::sqrt(d * eps) : 1e-10;
+  const std::string col = L.constant("rms_col", std::vector<float>(T, float(c)), {T, 1});
+  const std::string row = L.emit("concat", {x.ref, col}, {{"axis", -1}});
+  std::vector<float> gamma(d + 1, 1.f);
+  gamma[d] = float(std::sqrt(double(d) / (d + 1)) / c);
+  const std::string n = L.emit("rmsnorm", {row, L.constant("rms_gamma", gamma, {d + 1})}, {{"eps", 0.0}});
+  return {L.emit("slice", {n}, {{"start", d}, {"length", 1}, {"axis", -1}}, "rms_row"), 1};
 }
 
 Value split_part(Lowerer& L, const Value& x, int64_t groups, int64_t offset, int64_t size, int64_t total) {

@@ -63,7 +63,9 @@ class Lowerer {
 
   const json& doc() const { return doc_; }
   const LowerOptions& options() const { return opt_; }
-  int64_t tokens() const { return T_; }
+  // The rows of the values being lowered: T, but 1 in the head when it runs
+  // on the last row only (run() cuts what it reads).
+  int64_t tokens() const { return in_head_ && !opt_.all_logits ? 1 : T_; }
   int64_t layer() const { return layer_; }
   bool allocating() const { return allocate_; }
 
