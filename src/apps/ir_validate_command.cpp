@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,6 +21,10 @@ struct Options {
 };
 
 int validate(const Options& o) {
+  if (std::filesystem::is_directory(o.file)) {
+    std::cout << o.file << ": cannot read the file: it is a directory\n";
+    return 1;
+  }
   std::ifstream in(o.file, std::ios::binary);
   std::stringstream text;
   if (in) text << in.rdbuf();
@@ -47,7 +52,13 @@ int validate(const Options& o) {
       return 1;
     }
   }
-  const auto problems = ir::validate_ir(doc, weights.get());
+  std::vector<ir::IrProblem> problems;
+  try {
+    problems = ir::validate_ir(doc, weights.get());
+  } catch (const std::exception& e) {  // a bug, not a verdict: say so
+    std::cout << o.file << ": internal error while validating: " << e.what() << "\n";
+    return 1;
+  }
   for (const auto& p : problems) std::cout << ir::format_problem(p) << "\n";
   if (problems.empty()) std::cerr << "valid\n";
   return problems.empty() ? 0 : 1;

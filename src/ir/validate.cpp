@@ -61,6 +61,13 @@ std::vector<int64_t> node_layers(const Checker& c, const std::string& section, c
 
 std::string on_layer(int64_t layer) { return layer >= 0 ? " on layer " + std::to_string(layer) : ""; }
 
+std::string on_layer(const json& obj, int64_t layer) {
+  bool varies = false;
+  if (obj.is_object())
+    for (const auto& [k, v] : obj.items()) varies = varies || is_per_layer(v);
+  return varies ? on_layer(layer) : "";
+}
+
 const json* find_slot(const json& doc, const std::string& name) {
   if (!doc.contains("block") || !doc["block"].contains("state")) return nullptr;
   for (const auto& s : doc["block"]["state"])
@@ -277,7 +284,7 @@ void check_counts(Checker& c, const std::string& sec, size_t k, const json& node
     ok = n_in == n;
     want = str(n);
   }
-  if (!ok) c.report(path + ".in", op + " reads " + want + " inputs but in lists " + str(n_in), 6);
+  if (!ok) c.report(path + ".in", op + " reads " + want + (want == "1" ? " input" : " inputs") + " but in lists " + str(n_in), 6);
 }
 
 // ---- R7 -----------------------------------------------------------------
@@ -379,30 +386,30 @@ void check_slots(Checker& c) {
       const auto max_len = int_field(s, "max_len", l), window = int_field(s, "window", l),
                  sinks = int_field(s, "sinks", l);
       if (heads && kv && *kv > 0 && *heads % *kv != 0)
-        c.report(path, "heads " + str(*heads) + " is not divisible by kv_heads " + str(*kv) + on_layer(l), 9,
+        c.report(path, "heads " + str(*heads) + " is not divisible by kv_heads " + str(*kv) + on_layer(s, l), 9,
                  path + "|heads");
       if (max_len && window && *window > *max_len)
-        c.report(path + ".window", "window " + str(*window) + " is more than max_len " + str(*max_len) + on_layer(l), 12,
+        c.report(path + ".window", "window " + str(*window) + " is more than max_len " + str(*max_len) + on_layer(s, l), 12,
                  path + "|window");
       if (max_len && sinks && *sinks > *max_len)
-        c.report(path + ".sinks", "sinks " + str(*sinks) + " is more than max_len " + str(*max_len) + on_layer(l), 12,
+        c.report(path + ".sinks", "sinks " + str(*sinks) + " is more than max_len " + str(*max_len) + on_layer(s, l), 12,
                  path + "|sinks");
       if (max_len && window && *window == 0 && *max_len < ctx)
         c.report(path + ".max_len",
-                 "max_len " + str(*max_len) + " is less than model.ctx " + str(ctx) + on_layer(l) +
+                 "max_len " + str(*max_len) + " is less than model.ctx " + str(ctx) + on_layer(s, l) +
                      ", which has no window (full attention needs every position)",
                  12, path + "|max_len");
       if (!s.contains("kv_from")) continue;
       const json& from = at_layer(s["kv_from"], l);
       if (from.is_null()) continue;
       if (!from.is_number_integer()) {
-        c.report(path + ".kv_from", "kv_from" + on_layer(l) + " is " + from.dump() + ", expected null or a layer index", 12,
+        c.report(path + ".kv_from", "kv_from" + on_layer(s, l) + " is " + from.dump() + ", expected null or a layer index", 12,
                  path + "|kv_from");
         continue;
       }
       const int64_t j = from.get<int64_t>();
       if (j < 0 || j >= l) {
-        c.report(path + ".kv_from", "kv_from" + on_layer(l) + " names layer " + str(j) + ", which is not an earlier layer",
+        c.report(path + ".kv_from", "kv_from" + on_layer(s, l) + " names layer " + str(j) + ", which is not an earlier layer",
                  12, path + "|kv_from");
         continue;
       }
@@ -453,7 +460,7 @@ void check_attention(Checker& c, const std::string& sec, size_t k, const json& n
       const auto h = int_field(node, "heads", l), hd = int_field(node, "head_dim", l);
       const auto kv = node.contains("kv_heads") ? int_field(node, "kv_heads", l) : h;
       if (h && kv && *kv > 0 && *h % *kv != 0)
-        c.report(path + ".kv_heads", "heads " + str(*h) + " is not divisible by kv_heads " + str(*kv) + on_layer(l), 9,
+        c.report(path + ".kv_heads", "heads " + str(*h) + " is not divisible by kv_heads " + str(*kv) + on_layer(node, l), 9,
                  path + "|div");
       if (op == "attention" && slot && sec == "block") {
         const char* keys[] = {"heads", "kv_heads", "head_dim"};
@@ -461,7 +468,7 @@ void check_attention(Checker& c, const std::string& sec, size_t k, const json& n
           const auto a = int_field(node, key, l), b = int_field(*slot, key, l);
           if (a && b && *a != *b)
             c.report(path + "." + key,
-                     std::string(key) + " is " + str(*a) + on_layer(l) + " but its slot " + (*slot)["name"].dump() +
+                     std::string(key) + " is " + str(*a) + (on_layer(node, l).empty() ? on_layer(*slot, l) : on_layer(node, l)) + " but its slot " + (*slot)["name"].dump() +
                          " has " + str(*b),
                      9, path + "|" + key);
         }
@@ -476,14 +483,14 @@ void check_attention(Checker& c, const std::string& sec, size_t k, const json& n
     if (op == "mla_attention") {
       const auto rope = int_field(node, "qk_rope", l), rank = int_field(node, "kv_rank", l);
       if (rope && *rope % 2 != 0)
-        c.report(path + ".qk_rope", "qk_rope " + str(*rope) + on_layer(l) + " is odd; rotary pairs need it even", 14,
+        c.report(path + ".qk_rope", "qk_rope " + str(*rope) + on_layer(node, l) + " is odd; rotary pairs need it even", 14,
                  path + "|odd");
       if (slot && rope && rank) {
         const auto kv = int_field(*slot, "kv_heads", l), hd = int_field(*slot, "head_dim", l);
         if (kv && hd && mul(*kv, *hd) >= 0 && add(*rank, *rope) >= 0 && mul(*kv, *hd) != add(*rank, *rope))
           c.report(path + ".state",
                    "slot " + (*slot)["name"].dump() + " is kv_heads*head_dim = " + str(*kv) + "*" + str(*hd) + " = " +
-                       str(mul(*kv, *hd)) + " wide" + on_layer(l) + " but the latent cache needs kv_rank + qk_rope = " +
+                       str(mul(*kv, *hd)) + " wide" + on_layer(node, l) + " but the latent cache needs kv_rank + qk_rope = " +
                        str(*rank) + " + " + str(*rope) + " = " + str(add(*rank, *rope)),
                    14, path + "|slot");
       }
@@ -502,26 +509,26 @@ void check_rope(Checker& c, const std::string& sec, size_t k, const json& node) 
     const auto mode = str_field(node, "rope_heads", l);
     const auto theta = num_field(node, "theta", l);
     if (n_rot && *n_rot % 2 != 0)
-      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(l) + " is odd; rotary pairs need it even", 11, path + "|odd");
+      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(node, l) + " is odd; rotary pairs need it even", 11, path + "|odd");
     if (n_rot && hd && *n_rot > *hd)
-      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(l) + " is more than head_dim " + str(*hd), 11,
+      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(node, l) + " is more than head_dim " + str(*hd), 11,
                path + "|big");
     if (mode && *mode == "first" && !has_n_rot && !(node.contains("n_rot") && is_per_layer(node["n_rot"])))
-      c.report(path + ".rope_heads", "rope_heads \"first\"" + on_layer(l) + " needs n_rot (how many channels rotate)", 11,
+      c.report(path + ".rope_heads", "rope_heads \"first\"" + on_layer(node, l) + " needs n_rot (how many channels rotate)", 11,
                path + "|first");
     if (mode && *mode == "all" && n_rot && hd && *n_rot != *hd)
       c.report(path + ".n_rot",
-               "rope_heads \"all\" rotates the whole head but n_rot " + str(*n_rot) + on_layer(l) +
+               "rope_heads \"all\" rotates the whole head but n_rot " + str(*n_rot) + on_layer(node, l) +
                    " is not head_dim " + str(*hd),
                11, path + "|all");
     if (theta && !(*theta > 0))
-      c.report(path + ".theta", "theta " + json(*theta).dump() + on_layer(l) + " must be > 0", 11, path + "|theta");
+      c.report(path + ".theta", "theta " + json(*theta).dump() + on_layer(node, l) + " must be > 0", 11, path + "|theta");
     if (node.contains("freq_factors") && node["freq_factors"].is_array()) {
       const auto rot = has_n_rot ? n_rot : hd;
       if (rot && (int64_t)node["freq_factors"].size() != *rot / 2)
         c.report(path + ".freq_factors",
                  "freq_factors has " + str(node["freq_factors"].size()) + " entries but n_rot/2 is " + str(*rot / 2) +
-                     on_layer(l),
+                     on_layer(node, l),
                  11, path + "|ff");
     }
   }
@@ -534,19 +541,19 @@ void check_moe(Checker& c, const std::string& sec, size_t k, const json& node) {
   for (int64_t l : node_layers(c, sec, node)) {
     const auto n = int_field(node, "n_experts", l), top_k = int_field(node, "top_k", l);
     if (n && top_k && *top_k > *n)
-      c.report(path + ".top_k", "top_k " + str(*top_k) + " is more than n_experts " + str(*n) + on_layer(l), 13,
+      c.report(path + ".top_k", "top_k " + str(*top_k) + " is more than n_experts " + str(*n) + on_layer(node, l), 13,
                path + "|topk");
     if (!node.contains("groups")) continue;
     const auto gn = int_field(node["groups"], "n", -1), gt = int_field(node["groups"], "top", -1);
     if (gn && n && *gn > 0 && *n % *gn != 0)
-      c.report(path + ".groups.n", "groups.n " + str(*gn) + " does not divide n_experts " + str(*n) + on_layer(l), 13,
+      c.report(path + ".groups.n", "groups.n " + str(*gn) + " does not divide n_experts " + str(*n) + on_layer(node, l), 13,
                path + "|gn");
     if (gn && gt && *gt > *gn)
       c.report(path + ".groups.top", "groups.top " + str(*gt) + " is more than groups.n " + str(*gn), 13, path + "|gt");
     if (gn && gt && n && top_k && *gn > 0 && *n % *gn == 0 && mul(*gt, *n / *gn) >= 0 && *top_k > mul(*gt, *n / *gn))
       c.report(path + ".top_k",
                "top_k " + str(*top_k) + " is more than the experts of the eligible groups, groups.top * n_experts / groups.n = " +
-                   str(*gt) + " * " + str(*n) + " / " + str(*gn) + " = " + str(mul(*gt, *n / *gn)) + on_layer(l),
+                   str(*gt) + " * " + str(*n) + " / " + str(*gn) + " = " + str(mul(*gt, *n / *gn)) + on_layer(node, l),
                13, path + "|gk");
   }
 }

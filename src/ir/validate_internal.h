@@ -39,8 +39,9 @@ std::optional<bool> bool_field(const json& node, const char* key, int64_t layer)
 
 // The layers a node runs on: block nodes where they apply, {-1} elsewhere.
 std::vector<int64_t> node_layers(const Checker& c, const std::string& section, const json& node);
-// " on layer 3" (nothing for -1).
+// " on layer 3" (nothing for -1); with `obj`, only when one of its fields is per_layer.
 std::string on_layer(int64_t layer);
+std::string on_layer(const json& obj, int64_t layer);
 // The slot named `name` in block.state, or nullptr.
 const json* find_slot(const json& doc, const std::string& name);
 // The names a node reads.
