@@ -19,37 +19,9 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-struct Outcome {
-  bool ok = false;
-  std::string code, node, message;
-  RunResult result;
-};
-
-Outcome run_text(const std::string& text, Session* session = nullptr) {
-  const Limits limits;
-  Outcome o;
-  try {
-    Call c = Call::parse_text(text, limits);
-    o.result = run_call(c, session, limits);
-    o.ok = true;
-  } catch (const Error& e) {
-    o.code = error_code_name(e.code);
-    o.node = e.node;
-    o.message = e.what();
-  }
-  return o;
-}
-
-std::pair<std::string, int> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {out, WEXITSTATUS(status)};
-}
+using testing::Outcome;
+using testing::run_command;
+using testing::run_text;
 
 constexpr const char* kExprCall = R"J({"inputs": {"a": {"shape": [2, 2], "data": [1, 2, 3, 4]}},
   "nodes": [{"id": "y", "op": "expr", "in": ["a"], "params": {"expr": "a * a + 1"}}], "outputs": ["y"]})J";

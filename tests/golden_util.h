@@ -14,6 +14,8 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "core/error.h"
+#include "graph/executor.h"
 #include "graph/limits.h"
 #include "graph/wire.h"
 
@@ -60,6 +62,28 @@ inline ::testing::AssertionResult near(const Tensor& got, const nlohmann::json& 
   }
   if (bad) return ::testing::AssertionFailure() << bad << " of " << want.numel() << " values off:" << msg.str();
   return ::testing::AssertionSuccess() << "max abs diff " << worst;
+}
+
+// A graph call's result or its refusal (code, node, message), for tests of
+// the protocol's errors.
+struct Outcome {
+  bool ok = false;
+  std::string code, node, message;
+  RunResult result;
+};
+
+inline Outcome run_text(const std::string& text, Session* session = nullptr, const Limits& limits = {}) {
+  Outcome o;
+  try {
+    Call c = Call::parse_text(text, limits);
+    o.result = run_call(c, session, limits);
+    o.ok = true;
+  } catch (const Error& e) {
+    o.code = error_code_name(e.code);
+    o.node = e.node;
+    o.message = e.what();
+  }
+  return o;
 }
 
 // Runs a shell command; its stdout and exit status.

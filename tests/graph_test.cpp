@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "golden_util.h"
 #include "graph/executor.h"
 #include "graph/wire.h"
 
@@ -14,25 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Outcome {
-  bool ok = false;
-  std::string code, node, message;
-  RunResult result;
-};
-
-Outcome run_text(const std::string& text, Session* session = nullptr, const Limits& limits = {}) {
-  Outcome o;
-  try {
-    Call c = Call::parse_text(text, limits);
-    o.result = run_call(c, session, limits);
-    o.ok = true;
-  } catch (const Error& e) {
-    o.code = error_code_name(e.code);
-    o.node = e.node;
-    o.message = e.what();
-  }
-  return o;
-}
+using testing::Outcome;
+using testing::run_text;
 
 TEST(GraphErrors, MalformedJson) {
   Outcome o = run_text(R"({"inputs": {)");

@@ -572,16 +572,7 @@ TEST_F(IrValidateModel, R10WidthsFromTheCheckpoint) {
 // (Not in the AddressSanitizer build, which has no bonfire binary.)
 #ifdef BONFIRE_BINARY
 
-std::pair<std::string, int> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {out, WEXITSTATUS(status)};
-}
+std::pair<std::string, int> run(const std::string& cmd) { return testing::run_command(cmd); }
 
 class IrValidateCli : public ::testing::Test {
  protected:

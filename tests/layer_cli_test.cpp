@@ -14,17 +14,7 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-// Runs a command, returns its stdout and exit status.
-std::pair<std::string, int> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {out, WEXITSTATUS(status)};
-}
+using testing::run_command;
 
 TEST(LlamaLayerCli, PrefillThenDecodeMatchesPyTorch) {
   const fs::path golden = testing::source_dir() / "goldens" / "layer" / "llama_layer.json";
