@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from gen_generate_goldens import golden_text  # noqa: E402  (the same file format)
 from modelwriter.formats import read_safetensors  # noqa: E402
 
 N_GREEDY = 32
@@ -140,26 +141,6 @@ class HfLlama:
             if len(greedy) < n:
                 logits = self.forward(tokens, window)[-1].numpy()
         return first, greedy, margins
-
-
-def g9(x: float) -> str:
-    if not math.isfinite(x):
-        raise ValueError(f"non-finite value {x}")
-    return f"{x:.9g}"
-
-
-def golden_text(fields: dict) -> str:
-    """As scripts/gen_generate_goldens.py writes: one field per line."""
-    lines = []
-    for k, v in fields.items():
-        if k in ("logits", "margins"):
-            val = "[" + ", ".join(g9(x) for x in v) + "]"
-        elif k == "max_abs_logit":
-            val = g9(v)
-        else:
-            val = json.dumps(v, ensure_ascii=False)
-        lines.append(f"  {json.dumps(k)}: {val}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def main(argv=None) -> int:
