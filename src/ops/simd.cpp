@@ -53,10 +53,17 @@ float DotHalf(const T* w, const float* x, int64_t n) {
   const hn::ScalableTag<float> d;
   const hn::Rebind<T, decltype(d)> dh;
   const int64_t N = hn::Lanes(d);
-  auto s = hn::Zero(d);
+  // Four independent sums: one chain would wait on each FMA's latency.
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   int64_t i = 0;
-  for (; i + N <= n; i += N) s = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i)), hn::LoadU(d, x + i), s);
-  float r = hn::GetLane(hn::SumOfLanes(d, s));
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i)), hn::LoadU(d, x + i), s0);
+    s1 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i + N)), hn::LoadU(d, x + i + N), s1);
+    s2 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i + 2 * N)), hn::LoadU(d, x + i + 2 * N), s2);
+    s3 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i + 3 * N)), hn::LoadU(d, x + i + 3 * N), s3);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i)), hn::LoadU(d, x + i), s0);
+  float r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
   const uint16_t* bits = reinterpret_cast<const uint16_t*>(w);
   for (; i < n; ++i)
     r += (std::is_same_v<T, hwy::float16_t> ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i])) * x[i];
@@ -84,19 +91,24 @@ float DotQ8_0(const BlockQ8_0* b, const float* x, int64_t n) {
   const hn::Rebind<int8_t, decltype(d)> d8;
   const int64_t N = hn::Lanes(d);
   if (N > 16) return DotExpanded(DType::Q8_0, reinterpret_cast<const uint8_t*>(b), x, n);
-  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
-  for (int64_t blk = 0; blk < n / 32; ++blk) {
-    const float* xb = x + blk * 32;
+  // Two blocks per step into separate sums: each block's scaled sum is one
+  // FMA into its accumulator, and a single chain would wait on its latency.
+  const auto block_sum = [&](const BlockQ8_0& blk, const float* xb) {
     auto s0 = hn::Zero(d), s1 = hn::Zero(d);
     for (int64_t j = 0; j < 32; j += 2 * N) {
-      s0 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j))), hn::LoadU(d, xb + j), s0);
-      s1 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j + N))), hn::LoadU(d, xb + j + N),
-                      s1);
+      s0 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, blk.qs + j))), hn::LoadU(d, xb + j), s0);
+      s1 = hn::MulAdd(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, blk.qs + j + N))), hn::LoadU(d, xb + j + N), s1);
     }
-    const auto scale = hn::Set(d, HalfToFloat(&b[blk].d));
-    acc0 = hn::MulAdd(s0, scale, acc0);
-    acc1 = hn::MulAdd(s1, scale, acc1);
+    return hn::Add(s0, s1);
+  };
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  const int64_t nb = n / 32;
+  int64_t blk = 0;
+  for (; blk + 2 <= nb; blk += 2) {
+    acc0 = hn::MulAdd(block_sum(b[blk], x + blk * 32), hn::Set(d, HalfToFloat(&b[blk].d)), acc0);
+    acc1 = hn::MulAdd(block_sum(b[blk + 1], x + blk * 32 + 32), hn::Set(d, HalfToFloat(&b[blk + 1].d)), acc1);
   }
+  if (blk < nb) acc0 = hn::MulAdd(block_sum(b[blk], x + blk * 32), hn::Set(d, HalfToFloat(&b[blk].d)), acc0);
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
 }
 
