@@ -16,6 +16,8 @@ namespace bonfire::ir {
 // An IR value in the graph: a reference ("L0.q.3", "w:NAME", "tokens") and
 // its width when known; or a list of values (list/append).
 struct Value {
+  Value() = default;
+  Value(std::string r, int64_t w) : ref(std::move(r)), width(w) {}
   std::string ref;
   int64_t width = -1;
   bool is_list = false;
