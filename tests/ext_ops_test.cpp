@@ -37,8 +37,9 @@ TEST(ExtFeatures, GraphListsTheFeatureOfEveryExtensionOp) {
   EXPECT_EQ(c.graph.features, (std::set<std::string>{"ext.depth_route", "ext.expr"}));
   const std::set<std::string> have = implemented_features();
   for (const auto& op : op_registry())
-    if (op.extension)
+    if (op.extension) {
       for (const auto& f : op.features) EXPECT_TRUE(have.count(f.name)) << f.name;
+    }
 }
 
 TEST(ExtFeatures, WorkerWithoutTheFeatureRefuses) {

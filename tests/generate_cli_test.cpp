@@ -155,7 +155,9 @@ TEST(IrLowerCli, DecodeIsOneGraphWithCachesInTheSession) {
   int writes = 0, zeros = 0;
   for (const auto& n : d["nodes"]) {
     writes += n["op"] == "cache_write";
-    if (n["op"] == "cache_write") EXPECT_EQ(n["in"][0].get<std::string>().rfind("s:", 0), 0u) << n;
+    if (n["op"] == "cache_write") {
+      EXPECT_EQ(n["in"][0].get<std::string>().rfind("s:", 0), 0u) << n;
+    }
   }
   for (const auto& n : p["nodes"]) zeros += n["op"] == "zeros";
   EXPECT_EQ(writes, 4);  // k and v of 2 layers
