@@ -55,7 +55,8 @@ json rope_node(const DecoderSpec& s, const std::vector<std::string>& names, int6
   if (names.size() > 1) n["kv_heads"] = kv_heads;
   if (n_rot != head_dim) n["n_rot"] = n_rot;
   if (!s.freq_factors.is_null()) n["freq_factors"] = s.freq_factors;
-  if (s.freq_scale != 1) n["freq_scale"] = s.freq_scale;
+  if (std::any_of(s.freq_scale.begin(), s.freq_scale.end(), [](double f) { return f != 1; }))
+    n["freq_scale"] = per_layer(s.freq_scale);
   if (s.attn_factor != 1) n["attn_factor"] = s.attn_factor;
   return n;
 }
@@ -306,7 +307,8 @@ DecoderSpec llama_like(const ModelConfig& c) {
   s.mlp_bias = c.mlp_bias;
   s.tied = c.tie_word_embeddings;
   s.moe_layer.assign(c.n_layers, false);
-  if (c.sliding_window > 0)
+  // A window as long as the context is full attention.
+  if (c.sliding_window > 0 && c.sliding_window < s.ctx)
     for (int64_t l = 0; l < c.n_layers; ++l)
       if (c.layer_types.empty() || c.layer_types[l] == "sliding_attention") s.window[l] = c.sliding_window;
   set_rope_scaling(s, c);
@@ -319,7 +321,7 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
   const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
   const double theta = c.rope_theta;
   if (type == "linear") {
-    s.freq_scale = 1 / rs.value("factor", 1.0);
+    s.freq_scale.assign(s.n_layers, 1 / rs.value("factor", 1.0));
   } else if (type == "llama3" && !rs.contains("factor")) {
     // A GGUF file: the converter kept Llama 3's factors only as this tensor.
     s.freq_factors = "rope_freqs.weight";

@@ -60,7 +60,8 @@ struct DecoderSpec {
   std::vector<double> theta;                // per layer
   std::string pairing = "neox";
   json freq_factors;                        // null, array, name or {short, long, original_ctx}
-  double freq_scale = 1, attn_factor = 1;
+  std::vector<double> freq_scale;           // per layer (linear scaling: 1/factor); empty = 1
+  double attn_factor = 1;
 
   // MLP: "swiglu" (gate, up, down), "geglu", "gelu" / "gelu_exact" (up, down), "fused_swiglu" (gate_up, down).
   std::string mlp = "swiglu";

@@ -25,8 +25,13 @@ json gemma_ir(const ModelConfig& c) {
   }
   if (c.family == "gemma3_text") {
     s.q_norm = "self_attn.q_norm", s.k_norm = "self_attn.k_norm";
+    // Local layers rotate with their own base and without the config's
+    // rope_scaling, which transformers applies to the global layers only.
     for (int64_t l = 0; l < c.n_layers; ++l)
-      if (c.layer_types[l] == "sliding_attention") s.theta[l] = c.rope_local_theta;
+      if (c.layer_types[l] == "sliding_attention") {
+        s.theta[l] = c.rope_local_theta;
+        if (!s.freq_scale.empty()) s.freq_scale[l] = 1;
+      }
   }
   return build_decoder_ir(s, c);
 }
