@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -181,6 +182,57 @@ TEST(IrFromHf, GgufAndFolderGiveTheSameDocumentForLlama) {
   EXPECT_EQ(ja["block"], jb["block"]);
   EXPECT_EQ(ja["head"], jb["head"]);
   EXPECT_EQ(ja["model"]["vocab"], jb["model"]["vocab"]);
+}
+
+}  // namespace
+}  // namespace bonfire
+
+namespace bonfire {
+namespace {
+
+// Phi-3's LongRoPE: short factors while the session's context fits the
+// original one, long factors past it (as llama.cpp chooses by n_ctx), with
+// transformers' attention factor sqrt(1 + ln(s)/ln(original)).
+TEST(IrLowerCli, LongRopeFactorsFollowTheSessionContext) {
+  const fs::path src = testing::test_model("phi3", "f32") / "hf";
+  const fs::path dir = fs::temp_directory_path() / ("bonfire_longrope_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src)) fs::copy(e.path(), dir / e.path().filename());
+  json c = testing::read_json(dir / "config.json");
+  const int64_t half = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>() / 2;
+  json shorts = json::array(), longs = json::array();
+  for (int64_t j = 0; j < half; ++j) shorts.push_back(1.0 + 0.1 * j), longs.push_back(2.0 + 0.5 * j);
+  c["original_max_position_embeddings"] = 64;
+  c["max_position_embeddings"] = 512;
+  c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", shorts}, {"long_factor", longs}};
+  std::ofstream(dir / "config.json") << c.dump();
+  const std::string ir = (dir / "model.ir.json").string();
+  ASSERT_EQ(run_command(kBin + " ir from-hf '" + dir.string() + "' > '" + ir + "'").second, 0);
+  const double theta = c.value("rope_theta", 10000.0);
+  for (int64_t ctx : {32, 128}) {
+    auto [out, st] = run_command(kBin + " ir lower '" + ir + "' --mode decode --ctx " + std::to_string(ctx) +
+                                 " --model '" + dir.string() + "'");
+    ASSERT_EQ(st, 0) << out;
+    const json g = json::parse(out);
+    int ropes = 0;
+    for (const auto& n : g["nodes"]) {
+      if (n["op"] != "rope") continue;
+      ++ropes;
+      const json& f = ctx > 64 ? longs : shorts;
+      for (int64_t j = 0; j < half; ++j)
+        EXPECT_NEAR(n["params"]["invFreq"][j].get<double>(),
+                    std::pow(theta, -2.0 * j / (2 * half)) / f[j].get<double>(), 1e-6)
+            << "ctx " << ctx << " j " << j;
+      EXPECT_NEAR(n["params"]["attentionFactor"].get<double>(), std::sqrt(1 + std::log(8.0) / std::log(64.0)), 1e-9);
+    }
+    EXPECT_GT(ropes, 0);
+    // And generation runs with it.
+    auto [gen, gst] = run_command(kBin + " generate --model '" + dir.string() + "' --tokens 1,2,3 --max-tokens 2 --json --ctx " +
+                                  std::to_string(ctx));
+    EXPECT_EQ(gst, 0) << gen;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
