@@ -176,8 +176,8 @@ MOE = tol(1e-4, 1e-4)
 REDUCE = tol(1e-5, 1e-6)
 
 
-def mk(name, nodes, inputs, expected, tl, weights=None, packed=None, session=None, expected_session=None,
-       bind=None, retain=None):
+def graph_call(nodes, inputs, expected, weights=None, bind=None, retain=None, in_session=False):
+    """The graph call of a case (validated), in the key order the goldens use."""
     validate(nodes)
     g = {"inputs": {k: tj(v) for k, v in inputs.items()}}
     if weights:
@@ -186,10 +186,17 @@ def mk(name, nodes, inputs, expected, tl, weights=None, packed=None, session=Non
     g["outputs"] = list(expected.keys())
     if bind is not None:
         g["bind"] = bind
-    if session is not None or expected_session is not None or retain is not None:
+    if in_session or retain is not None:
         g["session"] = "t"
     if retain is not None:
         g["retain"] = retain
+    return g
+
+
+def mk(name, nodes, inputs, expected, tl, weights=None, packed=None, session=None, expected_session=None,
+       bind=None, retain=None):
+    g = graph_call(nodes, inputs, expected, weights, bind, retain,
+                   in_session=session is not None or expected_session is not None)
     c = {"name": name, "tol": tl, "features": features(nodes), "graph": g}
     if packed:
         c["packed"] = {k: p.json() for k, p in packed.items()}

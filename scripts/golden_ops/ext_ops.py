@@ -34,17 +34,7 @@ SCAN = tol(1e-5, 1e-5)
 
 def then_call(nodes, inputs, expected, bind=None, retain=None, weights=None):
     """A later call of a chained case: same session, its own inputs and expected outputs."""
-    validate(nodes)
-    g = {"inputs": {k: tj(v) for k, v in inputs.items()}}
-    if weights:
-        g["weights"] = {k: tj(v) for k, v in weights.items()}
-    g["nodes"] = nodes
-    g["outputs"] = list(expected.keys())
-    if bind is not None:
-        g["bind"] = bind
-    g["session"] = "t"
-    if retain is not None:
-        g["retain"] = retain
+    g = graph_call(nodes, inputs, expected, weights, bind, retain, in_session=True)
     return {"features": features(nodes), "graph": g, "expected": {k: tj(v) for k, v in expected.items()}}
 
 
