@@ -6,7 +6,7 @@ set -euo pipefail
 BUILD_PKGS=(
   build-essential cmake ninja-build pkg-config python3 python3-numpy
   nlohmann-json3-dev libvalijson-dev
-  libboost-dev libboost-system-dev
+  libboost-dev libboost-system-dev libssl-dev
   libhwy-dev libopenblas-dev
   libpcre2-dev libutf8proc-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev

@@ -181,10 +181,16 @@ Graph Graph::parse(const json& call, const std::set<std::string>& inputs, const 
   return g;
 }
 
-Call Call::parse(const json& j, const Limits& limits) {
+Call Call::parse(const json& j, const Limits& limits) { return parse(j, limits, {}, {}); }
+
+Call Call::parse(const json& j, const Limits& limits, std::map<std::string, Tensor> inputs,
+                 std::map<std::string, Tensor> weights) {
   if (!j.is_object()) bad_graph("a graph call must be a JSON object");
   Call c;
+  c.inputs = std::move(inputs);
+  c.weights = std::move(weights);
   std::set<std::string> names;
+  for (const auto& [k, v] : c.inputs) names.insert(k);
   if (j.contains("inputs")) {
     if (!j["inputs"].is_object()) bad_graph("\"inputs\" must be an object {name: tensor}");
     int64_t total = 0;

@@ -58,6 +58,10 @@ struct Call {
   bool b64 = false;  // "encoding": "b64"
 
   static Call parse(const nlohmann::json& call, const Limits& limits);
+  // The same, with inputs and inline weights that arrived as binary tensors
+  // (a worker link) instead of JSON; the JSON may still carry others.
+  static Call parse(const nlohmann::json& call, const Limits& limits, std::map<std::string, Tensor> inputs,
+                    std::map<std::string, Tensor> weights);
   static Call parse_text(const std::string& text, const Limits& limits);  // malformed JSON is bad_graph
 };
 

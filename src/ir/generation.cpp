@@ -22,6 +22,8 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+}  // namespace
+
 json sample_params(const SamplingParams& s) {
   json p = {{"temperature", s.temperature}, {"seed", s.seed}};
   if (s.top_k > 0) p["topK"] = s.top_k;
@@ -31,6 +33,8 @@ json sample_params(const SamplingParams& s) {
   if (p.contains("repetitionPenalty") || p.contains("presencePenalty")) p["penaltyWindow"] = s.penalty_window;
   return p;
 }
+
+namespace {
 
 // Text that is final: everything except a tail that could still grow into
 // one of the stop strings.
@@ -156,44 +160,67 @@ std::map<std::string, Tensor> LocalModel::run(const Call& call, const std::vecto
   return run_graph(call.graph, inputs, json{{"pos", pos}, {"step", step}}, lookup, &session, limits_).outputs;
 }
 
+TextModel LocalModel::text_model() const {
+  return TextModel{tokenizer_.get(), eos_, ctx_, ir_["model"]["vocab"].get<int64_t>()};
+}
+
 GenerateResult LocalModel::generate(const GenerateRequest& req, const TokenCallback& on_token) {
+  Session session;
+  const Call* decode = nullptr;
+  std::vector<float> prompt_logits;
+  auto result = generate_loop(
+      text_model(), req,
+      [&](const std::vector<int32_t>& tokens, int64_t pos, int64_t step_index) {
+        if (step_index == 0) {
+          auto out = run(step("prefill", static_cast<int64_t>(tokens.size()), &req.sampling, req.return_logits, false),
+                         tokens, pos, 0, session);
+          if (req.return_logits) {
+            const Tensor& l = out.at("logits");
+            prompt_logits.assign(l.f32(), l.f32() + l.numel());
+          }
+          return static_cast<int32_t>(out.at("token").f32()[0]);
+        }
+        if (!decode) decode = &step("decode", 1, &req.sampling, false, false);
+        return static_cast<int32_t>(run(*decode, tokens, pos, step_index, session).at("token").f32()[0]);
+      },
+      on_token);
+  result.prompt_logits = std::move(prompt_logits);
+  return result;
+}
+
+GenerateResult generate_loop(const TextModel& model, const GenerateRequest& req, const StepFn& run_step,
+                             const TokenCallback& on_token) {
   const int64_t n = static_cast<int64_t>(req.prompt.size());
+  const int64_t ctx = model.ctx;
   if (n == 0) throw Error(ErrorCode::BadGraph, "the prompt is empty");
-  if (n >= ctx_)
+  if (n >= ctx)
     throw Error(ErrorCode::TooLarge, "the prompt has " + std::to_string(n) + " tokens; the context holds " +
-                                         std::to_string(ctx_) + " (prompt plus at least one generated token)");
-  const int32_t vocab = static_cast<int32_t>(ir_["model"]["vocab"].get<int64_t>());
+                                         std::to_string(ctx) + " (prompt plus at least one generated token)");
   for (int32_t id : req.prompt)
-    if (id < 0 || id >= vocab)
+    if (id < 0 || id >= model.vocab)
       throw Error(ErrorCode::BadGraph, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                           std::to_string(vocab) + ")");
+                                           std::to_string(model.vocab) + ")");
   GenerateResult r;
   r.prompt_tokens = n;
   r.finish_reason = "length";
-  const int64_t max_tokens = std::min<int64_t>(std::max<int64_t>(req.max_tokens, 0), ctx_ - n);
+  const int64_t max_tokens = std::min<int64_t>(std::max<int64_t>(req.max_tokens, 0), ctx - n);
   if (max_tokens == 0) return r;
 
-  Session session;
-  auto detok = tokenizer_->stream(true);
+  const Tokenizer& tok = *model.tokenizer;
+  auto detok = tok.stream(true);
   std::string pending;  // text not yet passed to on_token
   auto t0 = std::chrono::steady_clock::now();
-  auto out = run(step("prefill", n, &req.sampling, req.return_logits, false), req.prompt, 0, 0, session);
+  int32_t id = run_step(req.prompt, 0, 0);
   r.prefill_ms = ms_since(t0);
-  if (req.return_logits) {
-    const Tensor& l = out.at("logits");
-    r.prompt_logits.assign(l.f32(), l.f32() + l.numel());
-  }
-  const Call* decode = nullptr;
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0;; ++i) {
-    const int32_t id = static_cast<int32_t>(out.at("token").f32()[0]);
-    if (!req.ignore_eos && std::find(eos_.begin(), eos_.end(), id) != eos_.end()) {
+    if (!req.ignore_eos && std::find(model.eos.begin(), model.eos.end(), id) != model.eos.end()) {
       r.finish_reason = "eos";
       break;
     }
     r.tokens.push_back(id);
     // Ids past the tokenizer (a padded embedding) have no text.
-    if (id < tokenizer_->vocab_size()) pending += detok.push(id);
+    if (id < tok.vocab_size()) pending += detok.push(id);
     bool stopped = false;
     for (const auto& s : req.stop) {
       const size_t at = s.empty() ? std::string::npos : (r.text + pending).find(s);
@@ -216,8 +243,7 @@ GenerateResult LocalModel::generate(const GenerateRequest& req, const TokenCallb
       break;
     }
     if (static_cast<int64_t>(r.tokens.size()) >= max_tokens) break;
-    if (!decode) decode = &step("decode", 1, &req.sampling, false, false);
-    out = run(*decode, {id}, n + i, i + 1, session);
+    id = run_step({id}, n + i, i + 1);
   }
   r.decode_ms = ms_since(t0);
   if (r.finish_reason != "stop") r.text += pending + detok.flush();

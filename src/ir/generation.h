@@ -30,6 +30,9 @@ struct SamplingParams {
   int64_t penalty_window = 64;
 };
 
+// The `sample` op's params for these settings (defaults left out).
+json sample_params(const SamplingParams& s);
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids, used as given
   int64_t max_tokens = 64;
@@ -53,6 +56,26 @@ struct GenerateResult {
 // cancels the generation.
 using TokenCallback = std::function<bool(int32_t id, const std::string& text)>;
 
+// What the generation loop needs of a model besides running it.
+struct TextModel {
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<int32_t> eos;
+  int64_t ctx = 0;
+  int64_t vocab = 0;
+};
+
+// Runs one step and returns the token the graph sampled: the prefill (step
+// 0: `tokens` is the prompt at pos 0), then decode steps (one token at
+// pos, RNG step `step`). Local and remote runs share the loop below.
+using StepFn = std::function<int32_t(const std::vector<int32_t>& tokens, int64_t pos, int64_t step)>;
+
+// The request's checks (empty prompt, context, vocabulary), then prefill and
+// decode steps until eos, a stop string, max_tokens or the context's end;
+// the text is detokenized as it becomes final. Throws Error before the
+// first step for a bad request.
+GenerateResult generate_loop(const TextModel& model, const GenerateRequest& request, const StepFn& step,
+                             const TokenCallback& on_token);
+
 class LocalModel {
  public:
   struct Options {
@@ -69,6 +92,8 @@ class LocalModel {
   const WeightStore& weights() const { return weights_; }
   int64_t ctx() const { return ctx_; }
   const std::vector<int32_t>& eos_ids() const { return eos_; }
+  const ModelFiles& files() const { return *files_; }
+  TextModel text_model() const;
   // The prompt ids for `text` as the model's tokenizer config says (BOS...).
   std::vector<int32_t> encode_prompt(const std::string& text) const;
 

@@ -1,0 +1,107 @@
+#include "apps/net_commands.h"
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "apps/cli_util.h"
+#include "core/error.h"
+#include "net/server.h"
+#include "net/worker.h"
+
+namespace bonfire {
+
+namespace {
+
+// "8G", "512M", "1500000" → bytes.
+int64_t parse_bytes(const std::string& s) {
+  if (s.empty()) return 0;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw Error(ErrorCode::BadGraph, "\"" + s + "\" is not a size (e.g. 8G, 512M)");
+  }
+  const std::string unit = s.substr(used);
+  double scale = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") scale = 1024.0;
+  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) throw Error(ErrorCode::BadGraph, "\"" + s + "\": unknown unit (K, M or G)");
+  return static_cast<int64_t>(v * scale);
+}
+
+struct Options {
+  net::ServeOptions serve;
+  std::string local_memory;
+  net::WorkerOptions worker;
+  std::string worker_memory;
+};
+
+}  // namespace
+
+std::function<int()> add_net_commands(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* serve = app.add_subcommand("serve", "the coordinator: HTTP API, OpenAI-compatible API, worker network");
+  serve->add_option("--model", o->serve.models, "model folder or GGUF file to serve (repeatable)");
+  serve->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
+  serve->add_option("--port", o->serve.port, "port (0: any free port, printed at start)")->capture_default_str();
+  serve->add_flag("!--no-local-worker", o->serve.local_worker, "do not run a worker in this process");
+  serve->add_option("--token", o->serve.token, "shared secret workers must present to join");
+  serve->add_option("--api-key", o->serve.api_keys, "API key clients must send as a Bearer token (repeatable)");
+  serve->add_option("--ctx", o->serve.model.ctx, "context length of each generation's session")->capture_default_str();
+  serve->add_option("--stages", o->serve.model.stages,
+                    "split each generation into this many pipeline stages (0: only as needed by workers' memory)")
+      ->capture_default_str();
+  serve->add_option("--max-tokens", o->serve.max_tokens, "most tokens one request may generate")->capture_default_str();
+  serve->add_option("--max-body", o->serve.max_body, "largest request body in bytes")->capture_default_str();
+  serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
+      ->capture_default_str();
+  serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
+  serve->add_option("--web-dir", o->serve.web_dir, "static files for GET /");
+  serve->add_flag("--quiet", o->serve.quiet, "no log lines on stderr");
+
+  auto* worker = app.add_subcommand("worker", "a volunteer worker: joins a coordinator and runs what it is sent");
+  worker->add_option("--join", o->worker.join, "the coordinator's URL (http://host:port)")->required();
+  worker->add_option("--model", o->worker.models, "model folder or GGUF file held on this machine (repeatable)");
+  worker->add_option("--token", o->worker.token, "the network's shared secret");
+  worker->add_option("--id", o->worker.id, "this worker's name (default: the coordinator assigns one)");
+  worker->add_option("--memory", o->worker_memory, "memory this worker lends (e.g. 8G; default: what is free now)");
+  worker->add_option("--disable-feature", o->worker.disabled_features, "announce and run without this feature");
+  worker->add_option("--cache-dir", o->worker.cache_dir, "where models fetched from the coordinator are kept");
+  worker->add_flag("!--no-fetch", o->worker.fetch_models, "never download models from the coordinator");
+  worker->add_flag("!--no-reconnect", o->worker.reconnect, "exit when the coordinator goes away");
+  worker->add_flag("--quiet", o->worker.quiet, "no log lines on stderr");
+
+  return [o, serve, worker]() -> int {
+    if (*serve)
+      return guarded([&] {
+        o->serve.local_worker_memory = parse_bytes(o->local_memory);
+        net::Server server(o->serve);
+        const int status = server.run();
+        if (status) throw Error(ErrorCode::Internal, "the server stopped with status " + std::to_string(status));
+      });
+    if (*worker) {
+      int status = 0;
+      const int guard = guarded([&] {
+        std::signal(SIGPIPE, SIG_IGN);
+        o->worker.memory = parse_bytes(o->worker_memory);
+        net::Worker w(o->worker);
+        static net::Worker* running = nullptr;
+        running = &w;
+        auto stop = [](int) {
+          if (running) running->stop();
+        };
+        std::signal(SIGINT, stop);
+        std::signal(SIGTERM, stop);
+        status = w.run();
+        running = nullptr;
+      });
+      return guard ? guard : status;
+    }
+    return -1;
+  };
+}
+
+}  // namespace bonfire

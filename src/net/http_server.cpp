@@ -1,0 +1,281 @@
+#include "net/http_server.h"
+
+#include <sys/socket.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace bonfire::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// One client connection. The watchdog may shut the socket down (never close
+// it) from its own thread; the mutex keeps that away from a close or a move.
+struct Connection {
+  explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+  tcp::socket socket;
+  std::mutex mu;
+  bool detached = false;  // closed, or handed to the WebSocket side
+  std::atomic<int64_t> deadline{0};  // steady ms; 0: none
+  double write_timeout_s = 30;
+  void expire_in(double s) { deadline = now_ms() + static_cast<int64_t>(s * 1000); }
+  void no_deadline() { deadline = 0; }
+  void shutdown_if_late(int64_t now) {
+    const int64_t d = deadline;
+    if (d == 0 || now < d) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!detached) ::shutdown(socket.native_handle(), SHUT_RDWR);
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (detached) return;
+    detached = true;
+    beast::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+  }
+  template <class Buffers>
+  bool write(const Buffers& b) {
+    expire_in(write_timeout_s);
+    beast::error_code ec;
+    asio::write(socket, b, ec);
+    no_deadline();
+    return !ec;
+  }
+};
+
+std::string HttpRequest::header(const std::string& name) const {
+  if (!raw) return {};
+  auto it = raw->find(name);
+  return it == raw->end() ? std::string() : std::string(it->value());
+}
+
+std::string HttpRequest::query_param(const std::string& name) const {
+  size_t i = 0;
+  while (i <= query.size()) {
+    size_t amp = query.find('&', i);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string kv = query.substr(i, amp - i);
+    const size_t eq = kv.find('=');
+    if (kv.substr(0, eq) == name) return eq == std::string::npos ? "" : kv.substr(eq + 1);
+    i = amp + 1;
+  }
+  return {};
+}
+
+void HttpResponder::send(int status, const std::string& body, const std::string& content_type,
+                         const std::map<std::string, std::string>& headers) {
+  if (answered_) return;
+  answered_ = true;
+  status_ = status;
+  http::response<http::string_body> res{static_cast<http::status>(status), 11};
+  res.set(http::field::server, "bonfire");
+  res.set(http::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.set(k, v);
+  res.keep_alive(keep_alive_);
+  res.body() = body;
+  res.prepare_payload();
+  http::serializer<false, http::string_body> sr{res};
+  conn_->expire_in(conn_->write_timeout_s);
+  beast::error_code ec;
+  http::write(conn_->socket, sr, ec);
+  conn_->no_deadline();
+  if (ec) gone_ = true;
+}
+
+bool HttpResponder::start_stream(const std::string& content_type) {
+  if (answered_) return false;
+  answered_ = streaming_ = true;
+  status_ = 200;
+  http::response<http::empty_body> res{http::status::ok, 11};
+  res.set(http::field::server, "bonfire");
+  res.set(http::field::content_type, content_type);
+  res.set(http::field::cache_control, "no-cache");
+  res.chunked(true);
+  res.keep_alive(keep_alive_);
+  http::response_serializer<http::empty_body> sr{res};
+  conn_->expire_in(conn_->write_timeout_s);
+  beast::error_code ec;
+  http::write_header(conn_->socket, sr, ec);
+  conn_->no_deadline();
+  if (ec) gone_ = true;
+  return !gone_;
+}
+
+bool HttpResponder::write(const std::string& chunk) {
+  if (!streaming_ || gone_) return false;
+  if (chunk.empty()) return true;  // an empty chunk would end the body
+  if (!conn_->write(http::make_chunk(asio::buffer(chunk)))) gone_ = true;
+  return !gone_;
+}
+
+void HttpResponder::end_stream() {
+  if (!streaming_ || gone_) return;
+  if (!conn_->write(http::make_chunk_last())) gone_ = true;
+  streaming_ = false;
+}
+
+HttpServer::HttpServer(asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade)
+    : ioc_(ioc), options_(options), handler_(std::move(handler)), upgrade_(std::move(upgrade)), acceptor_(ioc) {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(options.host, ec);
+  if (ec) throw Error(ErrorCode::BadGraph, "--host " + options.host + " is not an IP address");
+  tcp::endpoint ep(address, static_cast<unsigned short>(options.port));
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw Error(ErrorCode::Internal, "cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+                                         ec.message());
+  port_ = acceptor_.local_endpoint().port();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+  accept_thread_ = std::thread([this] { accept_loop(); });
+  watchdog_thread_ = std::thread([this] { watchdog(); });
+}
+
+void HttpServer::stop() {
+  if (stopping_.exchange(true)) return;
+  // A blocking accept() is woken by shutdown(), not by close().
+  ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+  if (accept_thread_.joinable()) accept_thread_.join();
+  beast::error_code ec;
+  acceptor_.close(ec);
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, w] : live_)
+    if (auto c = w.lock()) {
+      c->deadline = 1;
+      c->shutdown_if_late(now_ms());
+    }
+}
+
+void HttpServer::accept_loop() {
+  while (!stopping_) {
+    beast::error_code ec;
+    tcp::socket s(ioc_);
+    acceptor_.accept(s, ec);
+    if (ec) {
+      if (stopping_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // out of fds: breathe, do not spin
+      continue;
+    }
+    s.set_option(tcp::no_delay(true), ec);
+    auto c = std::make_shared<Connection>(std::move(s));
+    c->write_timeout_s = options_.write_timeout_s;
+    if (open_ >= options_.max_connections) {
+      HttpResponder r(c.get(), false);
+      r.send_json(503, {{"error", "the server has " + std::to_string(options_.max_connections) +
+                                      " connections open; try again shortly"},
+                        {"code", "too_large"}});
+      c->close();
+      continue;
+    }
+    ++open_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[c.get()] = c;
+    }
+    std::thread([this, c] {
+      serve(c);
+      c->close();
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(c.get());
+      --open_;
+    }).detach();
+  }
+}
+
+void HttpServer::watchdog() {
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<std::shared_ptr<Connection>> conns;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [p, w] : live_)
+        if (auto c = w.lock()) conns.push_back(c);
+    }
+    const int64_t now = now_ms();
+    for (auto& c : conns) c->shutdown_if_late(now);
+  }
+}
+
+void HttpServer::serve(std::shared_ptr<Connection> c) {
+  beast::flat_buffer buffer;
+  std::string remote;
+  {
+    beast::error_code ec;
+    auto ep = c->socket.remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string();
+  }
+  for (bool first = true;; first = false) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options_.max_body);
+    parser.header_limit(64 * 1024);
+    beast::error_code ec;
+    c->expire_in(first ? options_.read_timeout_s : options_.keep_alive_s);
+    http::read_header(c->socket, buffer, parser, ec);
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        (ec && buffer.size() == 0 && !parser.got_some()))
+      return;
+    auto refuse = [&](int status, const std::string& why) {
+      c->no_deadline();
+      HttpResponder r(c.get(), false);
+      r.send_json(status, {{"error", why}, {"code", status == 413 ? "too_large" : "bad_graph"}});
+    };
+    if (ec) return refuse(400, "malformed HTTP request: " + ec.message());
+    c->expire_in(options_.read_timeout_s);
+    const std::string target(parser.get().target());
+    const std::string path = target.substr(0, target.find('?'));
+    if (boost::beast::websocket::is_upgrade(parser.get())) {
+      if (path != options_.upgrade_path) return refuse(404, "no WebSocket at " + path);
+      c->no_deadline();
+      std::unique_lock<std::mutex> lock(c->mu);
+      c->detached = true;
+      tcp::socket s = std::move(c->socket);
+      lock.unlock();
+      upgrade_(std::move(s), parser.release());
+      return;
+    }
+    http::read(c->socket, buffer, parser, ec);
+    if (ec == http::error::body_limit)
+      return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
+    if (ec) return refuse(400, "malformed or incomplete HTTP request: " + ec.message());
+    c->no_deadline();
+    const HttpRequestRaw& raw = parser.get();
+    HttpRequest req;
+    req.method = std::string(raw.method_string());
+    req.path = path;
+    req.query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
+    req.body = raw.body();
+    req.remote = remote;
+    req.raw = &raw;
+    HttpResponder r(c.get(), raw.keep_alive());
+    try {
+      handler_(req, r);
+    } catch (const std::exception& e) {
+      if (!r.answered()) r.send_json(500, {{"error", std::string("internal error: ") + e.what()}, {"code", "internal"}});
+    }
+    if (!r.answered()) r.send_json(500, {{"error", "the handler gave no answer"}, {"code", "internal"}});
+    if (!r.keep_alive()) return;
+  }
+}
+
+}  // namespace bonfire::net

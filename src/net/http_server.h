@@ -1,0 +1,102 @@
+// The coordinator's HTTP/1.1 server. One thread per connection doing plain
+// blocking reads and writes (simple to follow, and a streamed generation is
+// just a loop of writes); a watchdog thread shuts down any socket whose read
+// or write outlives its deadline, so a slow or stalled client costs one idle
+// thread for at most that long. A WebSocket upgrade on the worker path hands
+// the socket to the coordinator and leaves this server.
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http.hpp>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace bonfire::net {
+
+using HttpRequestRaw = boost::beast::http::request<boost::beast::http::string_body>;
+struct Connection;
+
+struct HttpRequest {
+  std::string method;
+  std::string path;   // without the query
+  std::string query;  // after '?', undecoded
+  std::string body;
+  std::string remote;
+  const HttpRequestRaw* raw = nullptr;
+  std::string header(const std::string& name) const;
+  std::string query_param(const std::string& name) const;
+};
+
+// How a handler answers: once with send(), or as a stream (chunked).
+class HttpResponder {
+ public:
+  explicit HttpResponder(Connection* c, bool keep_alive) : conn_(c), keep_alive_(keep_alive) {}
+  void send(int status, const std::string& body, const std::string& content_type = "application/json",
+            const std::map<std::string, std::string>& headers = {});
+  void send_json(int status, const nlohmann::json& j) { send(status, j.dump() + "\n"); }
+  // Starts a chunked response; false when the client is gone.
+  bool start_stream(const std::string& content_type);
+  bool write(const std::string& chunk);  // false when the client is gone
+  void end_stream();
+  bool answered() const { return answered_; }
+  bool client_gone() const { return gone_; }
+  int status() const { return status_; }
+  bool keep_alive() const { return keep_alive_ && !gone_; }
+
+ private:
+  Connection* conn_;
+  bool keep_alive_;
+  bool answered_ = false;
+  bool streaming_ = false;
+  bool gone_ = false;
+  int status_ = 0;
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
+// Takes over a connection that asked for a WebSocket at `path`.
+using UpgradeHandler = std::function<void(boost::asio::ip::tcp::socket, HttpRequestRaw)>;
+
+class HttpServer {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 8080;                      // 0: any free port (see port())
+    uint64_t max_body = 16u << 20;        // bytes; more is 413
+    int max_connections = 512;            // more get 503
+    double read_timeout_s = 30;           // to receive one whole request
+    double write_timeout_s = 30;          // to send one write
+    double keep_alive_s = 30;             // idle between requests
+    std::string upgrade_path = "/api/v3/worker";
+  };
+  // Binds at once (throws Error when the port is taken); serves after start().
+  HttpServer(boost::asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade);
+  ~HttpServer();
+  int port() const { return port_; }
+  void start();
+  void stop();
+
+ private:
+  void accept_loop();
+  void serve(std::shared_ptr<Connection> c);
+  void watchdog();
+
+  boost::asio::io_context& ioc_;
+  Options options_;
+  HttpHandler handler_;
+  UpgradeHandler upgrade_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> open_{0};
+  std::mutex mu_;
+  std::map<Connection*, std::weak_ptr<Connection>> live_;
+  std::thread accept_thread_, watchdog_thread_;
+};
+
+}  // namespace bonfire::net

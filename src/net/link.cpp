@@ -1,0 +1,88 @@
+#include "net/link.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "core/error.h"
+
+namespace bonfire::net {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+Link::Link(WsStream ws, const Limits& limits, uint64_t max_frame_bytes, double idle_timeout_s)
+    : ws_(std::move(ws)), limits_(limits) {
+  beast::error_code ec;
+  const auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
+  if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  beast::get_lowest_layer(ws_).expires_never();
+  websocket::stream_base::timeout t{};
+  t.handshake_timeout = std::chrono::seconds(30);
+  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  t.keep_alive_pings = true;
+  ws_.set_option(t);
+  ws_.read_message_max(max_frame_bytes);
+  ws_.binary(true);
+}
+
+void Link::start(OnMessage on_message, OnClose on_close) {
+  on_message_ = std::move(on_message);
+  on_close_ = std::move(on_close);
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this()] { self->read_next(); });
+}
+
+void Link::read_next() {
+  ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) return self->fail(ec == websocket::error::closed ? "the peer closed the link" : ec.message());
+    std::string bytes = beast::buffers_to_string(self->buffer_.data());
+    self->buffer_.consume(self->buffer_.size());
+    Message m;
+    try {
+      m = decode_message(bytes, self->limits_);
+    } catch (const Error& e) {
+      return self->fail(std::string("garbage from the peer: ") + e.what());
+    }
+    if (self->on_message_) self->on_message_(std::move(m));
+    if (!self->closed_) self->read_next();
+  });
+}
+
+void Link::send(const Message& m) {
+  if (closed_) return;
+  auto bytes = std::make_shared<std::string>(encode_message(m));
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this(), bytes] {
+    if (self->closed_) return;
+    self->queue_.push_back(bytes);
+    if (self->queue_.size() == 1) self->write_next();
+  });
+}
+
+void Link::write_next() {
+  ws_.async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) return self->fail("write failed: " + ec.message());
+    self->queue_.pop_front();
+    if (!self->queue_.empty() && !self->closed_) self->write_next();
+  });
+}
+
+void Link::close(const std::string& reason) {
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this(), reason] {
+    if (self->closed_) return;
+    // Tell the peer why, then drop the socket whatever it answers.
+    websocket::close_reason cr(websocket::close_code::policy_error, reason.substr(0, 120));
+    self->ws_.async_close(cr, [self](beast::error_code) { beast::get_lowest_layer(self->ws_).close(); });
+    self->fail(reason, false);
+  });
+}
+
+void Link::fail(const std::string& reason, bool drop_socket) {
+  if (closed_.exchange(true)) return;
+  queue_.clear();
+  if (drop_socket) beast::get_lowest_layer(ws_).close();
+  if (on_close_) on_close_(reason);
+  on_message_ = nullptr;
+  on_close_ = nullptr;
+}
+
+}  // namespace bonfire::net

@@ -1,0 +1,117 @@
+#include "net/model_hash.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace bonfire::net {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hex(const unsigned char* d, unsigned n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < n; ++i) {
+    s += digits[d[i] >> 4];
+    s += digits[d[i] & 15];
+  }
+  return s;
+}
+
+struct Digest {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+  Digest() { EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr); }
+  void update(const void* d, size_t n) { EVP_DigestUpdate(ctx.get(), d, n); }
+  std::string finish() {
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx.get(), out, &n);
+    return hex(out, n);
+  }
+};
+
+}  // namespace
+
+std::string sha256_hex(const void* data, size_t n) {
+  Digest d;
+  d.update(data, n);
+  return d.finish();
+}
+
+std::string sha256_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::Internal, "cannot read " + path);
+  Digest d;
+  std::vector<char> buf(1 << 20);
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (f.gcount() > 0) d.update(buf.data(), static_cast<size_t>(f.gcount()));
+  }
+  return d.finish();
+}
+
+bool safe_name(const std::string& s) {
+  if (s.empty() || s.size() > 200 || s == "." || s == ".." || s.find("..") != std::string::npos) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127 && c != '/' && c != '\\'; });
+}
+
+nlohmann::json ModelFingerprint::to_json() const {
+  nlohmann::json files_json = nlohmann::json::array();
+  for (const auto& f : files) files_json.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
+  return {{"id", id}, {"hash", hash}, {"files", files_json}};
+}
+
+ModelFingerprint fingerprint_model(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::pair<std::string, std::string>> cache;  // path -> (size:mtime, sha)
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  ModelFingerprint fp;
+  std::vector<fs::path> files;
+  if (fs::is_directory(p)) {
+    fp.id = p.filename().string();
+    for (const auto& e : fs::directory_iterator(p))
+      if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
+  } else if (fs::is_regular_file(p)) {
+    fp.id = p.stem().string();
+    files.push_back(p);
+  } else {
+    throw Error(ErrorCode::BadGraph, "no model at " + path);
+  }
+  if (fp.id.empty() || fp.id == "." ) fp.id = "model";
+  std::sort(files.begin(), files.end());
+  std::string lines;
+  for (const auto& f : files) {
+    ModelFile mf;
+    mf.name = f.filename().string();
+    mf.path = f.string();
+    mf.bytes = static_cast<int64_t>(fs::file_size(f));
+    const std::string stamp =
+        std::to_string(mf.bytes) + ":" + std::to_string(fs::last_write_time(f).time_since_epoch().count());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = cache.find(mf.path);
+      if (it != cache.end() && it->second.first == stamp) mf.sha256 = it->second.second;
+    }
+    if (mf.sha256.empty()) {
+      mf.sha256 = sha256_file(mf.path);
+      std::lock_guard<std::mutex> lock(mu);
+      cache[mf.path] = {stamp, mf.sha256};
+    }
+    lines += mf.name + " " + mf.sha256 + "\n";
+    fp.files.push_back(mf);
+  }
+  fp.hash = sha256_hex(lines.data(), lines.size());
+  return fp;
+}
+
+}  // namespace bonfire::net

@@ -1,0 +1,36 @@
+// What identifies a model on the network: its files and their SHA-256. A
+// worker's copy is used only when its fingerprint equals the coordinator's,
+// and weights fetched over HTTP are checked file by file before use.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace bonfire::net {
+
+struct ModelFile {
+  std::string name;    // relative to the model folder (a GGUF: its file name)
+  std::string path;    // on this machine
+  std::string sha256;  // hex
+  int64_t bytes = 0;
+};
+
+struct ModelFingerprint {
+  std::string id;      // the name clients use: the folder's name, or the GGUF's without .gguf
+  std::string hash;    // SHA-256 over the sorted "name sha256" lines
+  std::vector<ModelFile> files;
+  nlohmann::json to_json() const;
+};
+
+// Hashes a model folder's regular files (not subfolders) or one GGUF file.
+// Results are cached per (path, size, mtime) for the life of the process.
+ModelFingerprint fingerprint_model(const std::string& path);
+
+std::string sha256_file(const std::string& path);
+std::string sha256_hex(const void* data, size_t n);
+// Model ids and file names that may travel in URLs and paths: no '/', no
+// "..", printable ASCII.
+bool safe_name(const std::string& s);
+
+}  // namespace bonfire::net

@@ -1,0 +1,169 @@
+#include "net/served_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "ir/lower.h"
+
+namespace bonfire::net {
+
+namespace {
+
+// The layer a lowered node belongs to: "L12.attn..." -> 12; -1 for the
+// embedding, the head and anything else.
+int64_t node_layer(const std::string& id) {
+  if (id.size() < 3 || id[0] != 'L' || !isdigit(static_cast<unsigned char>(id[1]))) return -1;
+  return std::strtoll(id.c_str() + 1, nullptr, 10);
+}
+
+}  // namespace
+
+std::unique_ptr<ServedModel> ServedModel::open(const std::string& path, const ServeModelOptions& options) {
+  std::unique_ptr<ServedModel> m(new ServedModel());
+  m->options_ = options;
+  m->fingerprint_ = fingerprint_model(path);
+  ir::LocalModel::Options lo;
+  lo.ctx = options.ctx;
+  m->local_ = ir::LocalModel::open(path, lo);
+  m->n_layers_ = m->local_->ir()["model"]["n_layers"].get<int64_t>();
+  try {
+    m->chat_template_ = m->local_->files().chat_template(&m->template_vars_);
+  } catch (const Error&) {
+    // A template that does not parse is reported when a chat request needs it.
+  }
+  m->measure_layers();
+  return m;
+}
+
+// Bytes per layer from the lowered graphs themselves: the weights a layer's
+// nodes read, plus the state its prefill allocates for the whole context.
+void ServedModel::measure_layers() {
+  layer_bytes_.assign(n_layers_, 0);
+  std::set<std::string> seen;
+  auto count = [&](const json& call) {
+    for (const auto& n : call["nodes"]) {
+      const int64_t l = node_layer(n["id"].get<std::string>());
+      int64_t bytes = 0;
+      for (const auto& r : n["in"]) {
+        const std::string ref = r.get<std::string>();
+        if (ref.rfind("w:", 0) != 0 || !seen.insert(ref).second) continue;
+        if (const Tensor* t = local_->weights().find(ref.substr(2))) bytes += t->nbytes();
+      }
+      if (n["op"] == "zeros" && n.contains("params") && n["params"].contains("shape")) {
+        int64_t e = 4;
+        for (const auto& d : n["params"]["shape"]) e *= d.is_number() ? d.get<int64_t>() : 1;
+        bytes += e;
+      }
+      if (l >= 0 && l < n_layers_) layer_bytes_[l] += bytes;
+      else edge_bytes_ += bytes;
+    }
+  };
+  ir::LowerOptions o;
+  o.mode = "prefill";
+  o.tokens = 1;
+  o.ctx = local_->ctx();
+  count(ir::lower(local_->ir(), o, &local_->weights()));
+}
+
+int64_t ServedModel::total_bytes() const {
+  int64_t t = edge_bytes_;
+  for (int64_t b : layer_bytes_) t += b;
+  return t;
+}
+
+std::string ServedModel::apply_chat_template(const json& messages) const {
+  if (!chat_template_) throw Error(ErrorCode::BadGraph, "model " + id() + " has no chat template; use /v1/completions");
+  return chat_template_->render(nlohmann::ordered_json::parse(messages.dump()), true, template_vars_);
+}
+
+json ServedModel::describe() const {
+  const json& m = local_->ir()["model"];
+  return {{"id", id()},
+          {"hash", fingerprint_.hash},
+          {"layers", n_layers_},
+          {"vocab", m["vocab"]},
+          {"ctx", local_->ctx()},
+          {"bytes", total_bytes()},
+          {"chatTemplate", chat_template_.has_value()},
+          {"files", fingerprint_.to_json()["files"]}};
+}
+
+std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vector<int64_t>& memories) const {
+  const int64_t L = n_layers_;
+  int64_t want = options_.stages;
+  if (want <= 0) {
+    // As few stages as the biggest workers allow.
+    std::vector<int64_t> mem = memories;
+    std::sort(mem.rbegin(), mem.rend());
+    int64_t need = total_bytes(), have = 0;
+    want = 0;
+    for (int64_t m : mem) {
+      if (have >= need) break;
+      have += m * 9 / 10;
+      ++want;
+    }
+    if (have < need)
+      throw Error(ErrorCode::TooLarge, "model " + id() + " needs " + std::to_string(need >> 20) +
+                                           " MiB; the workers holding it lend " + std::to_string(have >> 20) +
+                                           " MiB together");
+    want = std::max<int64_t>(want, 1);
+  }
+  want = std::min(want, L);
+  // Equal shares of the layers' bytes per stage.
+  int64_t total = 0;
+  for (int64_t b : layer_bytes_) total += b;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t first = 0, acc = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    acc += layer_bytes_[l];
+    const int64_t stage = static_cast<int64_t>(out.size());
+    const bool last_possible = L - 1 - l < want - stage - 1;  // keep a layer for each later stage
+    if (stage < want - 1 && (acc * want >= total * (stage + 1) || last_possible) && l + 1 < L) {
+      out.push_back({first, l + 1});
+      first = l + 1;
+    }
+  }
+  out.push_back({first, L});
+  return out;
+}
+
+const ServedModel::StepGraph& ServedModel::step_graph(int64_t first, int64_t end, const std::string& mode,
+                                                      int64_t tokens, const json& sample) {
+  const std::string key = std::to_string(first) + "-" + std::to_string(end) + "/" + mode + "/" +
+                          std::to_string(tokens) + "/" + sample.dump();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(key);
+  if (it != graphs_.end()) return it->second;
+  if (graphs_.size() > 256) graphs_.clear();
+  ir::LowerOptions o;
+  o.mode = mode;
+  o.tokens = tokens;
+  o.ctx = local_->ctx();
+  o.logits = false;
+  o.sample = end == n_layers_ ? sample : json();
+  o.first_layer = first;
+  o.end_layer = end;
+  o.model_id = id();
+  StepGraph g;
+  g.call = ir::lower(local_->ir(), o, &local_->weights());
+  std::set<std::string> inputs = {"tokens"};
+  for (const auto& n : g.call["nodes"]) {
+    g.ops.insert(n["op"].get<std::string>());
+    for (const auto& r : n["in"]) {
+      const std::string ref = r.get<std::string>();
+      if (ref.rfind("carry.", 0) == 0) inputs.insert(ref);
+    }
+  }
+  json probe = g.call;
+  probe["session"] = "probe";  // the real one is set per run
+  g.features = Graph::parse(probe, inputs, Limits{}).features;
+  if (end < n_layers_)
+    for (const auto& o2 : g.call["outputs"]) g.carry_out.push_back(o2.get<std::string>());
+  if (mode == "decode") g.key = fingerprint_.hash.substr(0, 16) + "/" + key;
+  return graphs_.emplace(key, std::move(g)).first->second;
+}
+
+}  // namespace bonfire::net

@@ -1,0 +1,88 @@
+// A model the coordinator serves over the network. The coordinator opens the
+// files itself (tokenizer, chat template, IR, weight shapes for the lowering)
+// but never runs them: each step's graph goes to workers holding the same
+// files (by hash). A model too big for one worker is a pipeline of layer
+// ranges, one stage per worker, each stage with its own session; the values
+// crossing a boundary travel through the coordinator. A worker lost mid-
+// generation is replaced and the session replayed (prompt, then every token
+// fed so far, with the same graphs and RNG steps), so the tokens are those
+// the undisturbed run gives.
+#pragma once
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "ir/generation.h"
+#include "model/chat_template/chat_template.h"
+#include "net/coordinator.h"
+#include "net/model_hash.h"
+
+namespace bonfire::net {
+
+struct ServeModelOptions {
+  int64_t ctx = 4096;
+  int stages = 0;               // force this many pipeline stages (0: by workers' memory)
+  double call_timeout_s = 120;  // one step on one worker
+  int max_failovers = 4;        // per generation
+};
+
+// What happened during one generation, for the response and the metrics.
+struct GenerationTrace {
+  int failovers = 0;
+  std::vector<std::string> stage_workers;  // final placement, "w1:0-11"
+  double first_token_ms = 0;
+};
+
+class ServedModel {
+ public:
+  static std::unique_ptr<ServedModel> open(const std::string& path, const ServeModelOptions& options);
+
+  const std::string& id() const { return fingerprint_.id; }
+  const ModelFingerprint& fingerprint() const { return fingerprint_; }
+  const ir::LocalModel& local() const { return *local_; }
+  int64_t n_layers() const { return n_layers_; }
+  int64_t total_bytes() const;
+  // The model's chat template with the generation prompt; Error when none.
+  std::string apply_chat_template(const nlohmann::json& messages) const;
+  bool has_chat_template() const { return chat_template_.has_value(); }
+  nlohmann::json describe() const;  // one entry of /api/v3/models
+
+  ir::GenerateResult generate(Coordinator& net, const ir::GenerateRequest& request, const ir::TokenCallback& on_token,
+                              GenerationTrace* trace);
+
+  // The lowered step graph for layers [first, end) (cached). Decode graphs
+  // also get a key under which workers keep them registered.
+  struct StepGraph {
+    nlohmann::json call;
+    std::string key;
+    std::set<std::string> ops, features;
+    std::vector<std::string> carry_out;  // outputs a non-last stage returns
+  };
+  const StepGraph& step_graph(int64_t first, int64_t end, const std::string& mode, int64_t tokens,
+                              const nlohmann::json& sample);
+  // Pipeline placement for this request; throws NoWorker when no worker
+  // holds the model.
+  std::vector<std::pair<int64_t, int64_t>> plan_stages(const std::vector<int64_t>& memories) const;
+  const ServeModelOptions& options() const { return options_; }
+
+ private:
+  ServedModel() = default;
+  void measure_layers();
+
+  ServeModelOptions options_;
+  ModelFingerprint fingerprint_;
+  std::unique_ptr<ir::LocalModel> local_;
+  std::optional<ChatTemplate> chat_template_;
+  nlohmann::ordered_json template_vars_;
+  int64_t n_layers_ = 0;
+  std::vector<int64_t> layer_bytes_;  // weights and state of each layer
+  int64_t edge_bytes_ = 0;            // embedding and head
+  std::mutex mu_;
+  std::map<std::string, StepGraph> graphs_;
+};
+
+}  // namespace bonfire::net

@@ -1,0 +1,366 @@
+#include "net/server.h"
+
+#include <csignal>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "graph/wire.h"
+#include "net/openai.h"
+#include "spec/manifest.h"
+
+namespace bonfire::net {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_signalled{false};
+void on_signal(int) { g_signalled = true; }
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void send_error(HttpResponder& res, const Error& e) { res.send_json(error_http_status(e.code), error_to_json(e)); }
+
+}  // namespace
+
+Server::Server(ServeOptions options) : options_(std::move(options)) {
+  for (const auto& path : options_.models) {
+    auto m = ServedModel::open(path, options_.model);
+    for (const auto& other : models_)
+      if (other->id() == m->id())
+        throw Error(ErrorCode::BadGraph, "two models are named \"" + m->id() + "\"; serve them from folders with distinct names");
+    log("serving " + m->id() + " (" + std::to_string(m->n_layers()) + " layers, " +
+        std::to_string(m->total_bytes() >> 20) + " MiB with a " + std::to_string(m->local().ctx()) +
+        "-token context)");
+    models_.push_back(std::move(m));
+  }
+  Coordinator::Options co;
+  co.token = options_.token;
+  net_ = std::make_unique<Coordinator>(co);
+  net_->on_event = [this](const std::string& event, const std::string& worker, const std::string& detail) {
+    metrics_.count_worker_event(event);
+    log("worker " + worker + " " + event + (detail.empty() ? "" : ": " + detail));
+  };
+  net_->on_join = [this](std::shared_ptr<RemoteWorker> w) { offer_models(std::move(w)); };
+  HttpServer::Options ho;
+  ho.host = options_.host;
+  ho.port = options_.port;
+  ho.max_body = options_.max_body;
+  http_ = std::make_unique<HttpServer>(
+      net_->io(), ho, [this](const HttpRequest& req, HttpResponder& res) { handle(req, res); },
+      [this](boost::asio::ip::tcp::socket s, HttpRequestRaw r) { net_->accept(std::move(s), std::move(r)); });
+}
+
+Server::~Server() { stop(); }
+
+void Server::start() {
+  http_->start();
+  log("listening on http://" + options_.host + ":" + std::to_string(port()));
+  if (options_.local_worker) {
+    WorkerOptions wo;
+    wo.join = "http://127.0.0.1:" + std::to_string(port());
+    if (options_.host != "0.0.0.0" && options_.host != "::") wo.join = "http://" + options_.host + ":" + std::to_string(port());
+    wo.models = options_.models;
+    wo.token = options_.token;
+    wo.id = "local";
+    wo.memory = options_.local_worker_memory;
+    wo.quiet = options_.quiet;
+    wo.fetch_models = false;  // it reads the same files from disk
+    local_worker_ = std::make_unique<Worker>(wo);
+    local_thread_ = std::thread([this] { local_worker_->run(); });
+  }
+}
+
+void Server::stop() {
+  if (local_worker_) local_worker_->stop();
+  if (local_thread_.joinable()) local_thread_.join();
+  local_worker_.reset();
+  if (http_) http_->stop();
+}
+
+int Server::run() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  start();
+  while (!g_signalled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  log("stopping");
+  stop();
+  return 0;
+}
+
+void Server::log(const std::string& s) const {
+  if (!options_.quiet) std::cerr << "bonfire serve: " << s << std::endl;
+}
+
+bool Server::authorized(const HttpRequest& req) const {
+  if (options_.api_keys.empty()) return true;
+  const std::string auth = req.header("Authorization");
+  for (const auto& k : options_.api_keys)
+    if (auth == "Bearer " + k) return true;
+  return false;
+}
+
+ServedModel* Server::model_for(const std::string& id) {
+  if (id.empty()) {
+    if (models_.size() == 1) return models_[0].get();
+    throw Error(ErrorCode::BadGraph, models_.empty() ? "this coordinator serves no model (start it with --model PATH)"
+                                                     : "name the \"model\": this coordinator serves several");
+  }
+  for (auto& m : models_)
+    if (m->id() == id) return m.get();
+  throw Error(ErrorCode::BadGraph, "no model \"" + id + "\" is served here; GET /api/v3/models lists them");
+}
+
+void Server::handle(const HttpRequest& req, HttpResponder& res) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string endpoint = "other";
+  try {
+    route(req, res, endpoint);
+  } catch (const Error& e) {
+    // OpenAI clients read {"error": {"message", ...}}; bonfire's own API
+    // answers as PROTOCOL.md writes errors.
+    if (endpoint.rfind("/v1/", 0) == 0) res.send_json(error_http_status(e.code), openai_error(e));
+    else send_error(res, e);
+  } catch (const std::exception& e) {
+    send_error(res, Error(ErrorCode::Internal, std::string("internal error: ") + e.what()));
+  }
+  metrics_.count_request(endpoint, res.status());
+  metrics_.observe_request_seconds(
+      endpoint, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endpoint) {
+  const std::string& p = req.path;
+  const std::string& m = req.method;
+  auto is = [&](const char* method, const char* path) {
+    if (m != method || p != path) return false;
+    endpoint = path;
+    return true;
+  };
+  if (is("GET", "/") || (m == "GET" && p.rfind("/web/", 0) == 0)) return web(req, res);
+  if (is("GET", "/metrics")) return res.send(200, metrics_text(), "text/plain; version=0.0.4");
+  if (is("GET", "/api/v3/ops")) return res.send(200, std::string(spec::ops_manifest_text()));
+  const bool file_fetch = m == "GET" && p.rfind("/api/v3/models/", 0) == 0 && p.find("/files/") != std::string::npos;
+  // Workers fetching weights present the network's token instead of an API key.
+  const bool worker_ok = file_fetch && !options_.token.empty() && req.header("Authorization") == "Bearer " + options_.token;
+  if (!authorized(req) && !worker_ok) {
+    endpoint = p.rfind("/v1/", 0) == 0 ? "/v1/" : "auth";
+    return res.send_json(401, {{"error", "this coordinator needs an API key: send Authorization: Bearer KEY"},
+                               {"code", "unauthorized"}});
+  }
+  if (is("POST", "/api/v3/graph")) return graph(req, res);
+  if (is("GET", "/api/v3/workers")) return res.send_json(200, workers_json());
+  if (is("GET", "/api/v3/models")) return res.send_json(200, models_json());
+  if (is("POST", "/api/v3/generate")) return generate(req, res);
+  if (is("GET", "/v1/models")) {
+    std::vector<std::string> ids;
+    for (const auto& mm : models_) ids.push_back(mm->id());
+    return res.send_json(200, openai_models(ids, static_cast<int64_t>(unix_now())));
+  }
+  if (is("POST", "/v1/completions")) return openai(req, res, false);
+  if (is("POST", "/v1/chat/completions")) return openai(req, res, true);
+  if (m == "DELETE" && p.rfind("/api/v3/sessions/", 0) == 0) {
+    endpoint = "/api/v3/sessions";
+    return free_session(p.substr(std::string("/api/v3/sessions/").size()), res);
+  }
+  if (file_fetch) {
+    endpoint = "/api/v3/models/files";
+    const std::string rest = p.substr(std::string("/api/v3/models/").size());
+    const size_t at = rest.find("/files/");
+    return model_file(rest.substr(0, at), rest.substr(at + 7), res);
+  }
+  endpoint = "unknown";
+  res.send_json(404, {{"error", "no endpoint " + m + " " + p + " (see spec/PROTOCOL.md)"}, {"code", "not_found"}});
+}
+
+void Server::graph(const HttpRequest& req, HttpResponder& res) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(ErrorCode::BadGraph, std::string("malformed JSON: ") + e.what());
+  }
+  // Parsed here first: a bad graph is refused without bothering a worker.
+  Call call = Call::parse(j, options_.graph_limits);
+  std::set<std::string> ops;
+  for (const auto& n : call.graph.nodes) ops.insert(n.op->name);
+  std::string hash;
+  if (!call.model.empty()) {
+    for (const auto& mm : models_)
+      if (mm->id() == call.model) hash = mm->fingerprint().hash;
+    if (hash.empty())
+      for (const auto& w : net_->workers())
+        for (const auto& [mid, h] : w->info().models)
+          if (mid == call.model) hash = h;
+    if (hash.empty()) throw Error(ErrorCode::NoWorker, "no connected worker holds model \"" + call.model + "\"");
+  }
+  std::shared_ptr<RemoteWorker> w;
+  if (!call.session.empty()) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    auto it = session_worker_.find(call.session);
+    if (it != session_worker_.end()) {
+      w = net_->find(it->second);
+      if (!w || !w->alive()) {
+        session_worker_.erase(it);
+        throw Error(ErrorCode::SessionNotFound,
+                    "session \"" + call.session + "\" lived on a worker that has left; start it again");
+      }
+      // The session's worker must be able to run this call too.
+      require_features(call.graph, w->info().features);
+    }
+  }
+  if (!w) w = net_->pick(ops, call.graph.features, hash);
+  nlohmann::json wire = j;
+  wire.erase("inputs");
+  wire.erase("weights");
+  wire.erase("encoding");
+  Message msg(nlohmann::json{{"type", "run"}, {"call", wire}});
+  for (const auto& [k, t] : call.inputs) msg.tensors["in:" + k] = t;
+  for (const auto& [k, t] : call.weights) msg.tensors["w:" + k] = t;
+  Message reply = w->call(std::move(msg), options_.graph_timeout_s);
+  if (!call.session.empty()) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    session_worker_[call.session] = w->info().id;
+  }
+  nlohmann::json outputs = nlohmann::json::object();
+  for (const auto& [k, t] : reply.tensors) outputs[k] = tensor_to_json(t, call.b64);
+  res.send_json(200, {{"outputs", outputs}, {"worker", w->info().id}, {"ms", reply.header.value("ms", 0.0)}});
+}
+
+void Server::free_session(const std::string& id, HttpResponder& res) {
+  std::shared_ptr<RemoteWorker> w;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    auto it = session_worker_.find(id);
+    if (it == session_worker_.end())
+      throw Error(ErrorCode::SessionNotFound, "no session \"" + id + "\" (never created, already freed, or expired)");
+    w = net_->find(it->second);
+    session_worker_.erase(it);
+  }
+  if (w && w->alive()) w->send(Message(nlohmann::json{{"type", "free"}, {"session", id}}));
+  res.send_json(200, {{"freed", id}});
+}
+
+nlohmann::json Server::workers_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& w : net_->workers()) {
+    const WorkerInfo i = w->info();
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& [mid, h] : i.models) models.push_back({{"id", mid}, {"hash", h}});
+    out.push_back({{"id", i.id},
+                   {"remote", i.remote},
+                   {"ops", i.ops},
+                   {"features", i.features},
+                   {"limits", i.limits},
+                   {"threads", i.threads},
+                   {"memory", i.memory},
+                   {"models", models},
+                   {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}}},
+                   {"joined", i.joined}});
+  }
+  return {{"workers", out}};
+}
+
+nlohmann::json Server::models_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : models_) {
+    nlohmann::json d = m->describe();
+    nlohmann::json holders = nlohmann::json::array();
+    for (const auto& w : net_->workers())
+      for (const auto& [mid, h] : w->info().models)
+        if (h == m->fingerprint().hash) holders.push_back(w->info().id);
+    d["workers"] = holders;
+    out.push_back(d);
+  }
+  return {{"models", out}};
+}
+
+void Server::model_file(const std::string& model, const std::string& file, HttpResponder& res) {
+  ServedModel* m = model_for(model);
+  for (const auto& f : m->fingerprint().files) {
+    if (f.name != file) continue;
+    std::ifstream in(f.path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::Internal, "cannot read " + f.name);
+    if (!res.start_stream("application/octet-stream")) return;
+    std::string buf(1 << 20, '\0');
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      if (in.gcount() > 0 && !res.write(buf.substr(0, static_cast<size_t>(in.gcount())))) return;
+    }
+    return res.end_stream();
+  }
+  throw Error(ErrorCode::BadGraph, "model " + model + " has no file \"" + file + "\"");
+}
+
+// Offers a joining worker the models it lacks, when it accepts downloads and
+// lends enough memory for one.
+void Server::offer_models(std::shared_ptr<RemoteWorker> w) {
+  const WorkerInfo info = w->info();
+  if (!info.fetch) return;
+  for (const auto& m : models_) {
+    bool held = false;
+    for (const auto& [mid, h] : info.models) held = held || h == m->fingerprint().hash;
+    if (held || info.memory < m->total_bytes()) continue;
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : m->fingerprint().files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
+    try {
+      w->call(Message(nlohmann::json{{"type", "load_model"}, {"model", m->id()}, {"hash", m->fingerprint().hash}, {"files", files}}),
+              3600);
+      w->add_model(m->id(), m->fingerprint().hash);
+      log("worker " + info.id + " fetched " + m->id());
+    } catch (const Error& e) {
+      log("worker " + info.id + " could not fetch " + m->id() + ": " + e.what());
+    }
+  }
+}
+
+std::string Server::metrics_text() const {
+  std::vector<Metrics::Gauge> gauges;
+  Metrics::Gauge workers{"bonfire_workers", "connected workers", {{"", static_cast<double>(net_->workers().size())}}};
+  Metrics::Gauge inflight{"bonfire_worker_calls_in_flight", "calls sent to a worker and not yet answered", {}};
+  Metrics::Gauge speed{"bonfire_worker_ms_per_call", "moving average of a worker's time per call", {}};
+  double queue = 0;
+  for (const auto& w : net_->workers()) {
+    const std::string label = prom_label("worker", w->info().id);
+    inflight.values.push_back({label, static_cast<double>(w->in_flight())});
+    speed.values.push_back({label, w->ms_per_call()});
+    queue += w->in_flight();
+  }
+  gauges.push_back(workers);
+  gauges.push_back({"bonfire_queue_depth", "calls in flight over all workers", {{"", queue}}});
+  gauges.push_back({"bonfire_active_generations", "generations running now", {{"", static_cast<double>(active_generations_)}}});
+  gauges.push_back(inflight);
+  gauges.push_back(speed);
+  return metrics_.render(gauges);
+}
+
+void Server::web(const HttpRequest& req, HttpResponder& res) {
+  std::string rel = req.path == "/" ? "index.html" : req.path.substr(5);
+  if (!options_.web_dir.empty() && safe_name(rel)) {
+    const fs::path file = fs::path(options_.web_dir) / rel;
+    if (fs::is_regular_file(file)) {
+      const std::string ext = file.extension().string();
+      const std::string type = ext == ".html" ? "text/html; charset=utf-8"
+                               : ext == ".js" ? "text/javascript"
+                               : ext == ".css" ? "text/css"
+                                               : "application/octet-stream";
+      return res.send(200, read_file(file.string()), type);
+    }
+  }
+  res.send(200,
+           "<!doctype html><title>bonfire</title><h1>bonfire</h1><p>The coordinator is up. "
+           "<a href=\"/api/v3/workers\">workers</a> · <a href=\"/api/v3/models\">models</a> · "
+           "<a href=\"/metrics\">metrics</a></p>",
+           "text/html; charset=utf-8");
+}
+
+}  // namespace bonfire::net

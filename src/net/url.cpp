@@ -1,0 +1,75 @@
+#include "net/url.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace bonfire::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+Url parse_join_url(const std::string& url) {
+  std::string rest;
+  Url u;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("ws://", 0) == 0) {
+    rest = url.substr(5);
+  } else if (url.rfind("https://", 0) == 0 || url.rfind("wss://", 0) == 0) {
+    throw Error(ErrorCode::BadGraph, url + ": TLS is not supported by this build; put a TLS proxy in front and use http://");
+  } else {
+    throw Error(ErrorCode::BadGraph, url + ": expected http://host:port or ws://host:port/api/v3/worker");
+  }
+  const size_t slash = rest.find('/');
+  const std::string hostport = rest.substr(0, slash);
+  std::string path = slash == std::string::npos ? "" : rest.substr(slash);
+  const size_t colon = hostport.rfind(':');
+  u.host = hostport.substr(0, colon);
+  u.port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
+  if (u.host.empty()) throw Error(ErrorCode::BadGraph, url + ": no host");
+  if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(ErrorCode::BadGraph, url + ": the port is not a number");
+  u.path = path.empty() || path == "/" ? "/api/v3/worker" : path;
+  return u;
+}
+
+void http_download(const Url& server, const std::string& path, const std::string& file, int64_t max_bytes,
+                   const std::string& bearer) {
+  const std::string part = file + ".part";
+  try {
+    asio::io_context ioc;
+    asio::ip::tcp::resolver resolver(ioc);
+    beast::tcp_stream stream(ioc);
+    stream.connect(resolver.resolve(server.host, server.port));
+    http::request<http::empty_body> req{http::verb::get, path, 11};
+    req.set(http::field::host, server.host);
+    if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response_parser<http::file_body> parser;
+    parser.body_limit(static_cast<uint64_t>(max_bytes));
+    beast::error_code ec;
+    parser.get().body().open(part.c_str(), beast::file_mode::write, ec);
+    if (ec) throw Error(ErrorCode::Internal, "cannot write " + part + ": " + ec.message());
+    http::read(stream, buffer, parser, ec);
+    if (ec) throw Error(ErrorCode::Internal, "download of " + path + " failed: " + ec.message());
+    if (parser.get().result() != http::status::ok)
+      throw Error(ErrorCode::Internal, "download of " + path + ": HTTP " + std::to_string(parser.get().result_int()));
+    parser.get().body().close();
+    std::filesystem::rename(part, file);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);  // never leave a partial file behind
+    throw;
+  }
+}
+
+}  // namespace bonfire::net

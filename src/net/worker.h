@@ -1,0 +1,49 @@
+// A volunteer worker (`bonfire worker --join URL`): connects out to a
+// coordinator over a WebSocket, announces what it can run (protocol, ops,
+// features, limits, threads, memory, models held), then runs the graph calls
+// it is sent and keeps their sessions. Its own limits apply whatever the
+// coordinator asks. Messages: docs/NETWORK.md.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bonfire::net {
+
+struct WorkerOptions {
+  std::string join;                  // the coordinator's URL
+  std::vector<std::string> models;   // model folders or GGUF files held locally
+  std::string token;                 // the network's shared secret
+  std::string id;                    // "" lets the coordinator name it
+  int64_t memory = 0;                // bytes this worker lends; 0 = MemAvailable at start
+  std::set<std::string> disabled_features;  // run as a worker without these
+  std::string cache_dir;             // where models fetched from the coordinator go
+  bool fetch_models = true;          // accept models from the coordinator
+  bool reconnect = true;             // after the coordinator goes away
+  double connect_timeout_s = 30;     // to reach the coordinator at first
+  double session_ttl_s = 1800;       // idle sessions are freed after this
+  bool quiet = false;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+  // Connects and serves until stop() or a refusal; reconnects when the link
+  // drops (if options.reconnect). Returns 0, or 1 when the coordinator
+  // refused it or could not be reached.
+  int run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Bytes of memory available now (MemAvailable), 0 when unknown.
+int64_t available_memory();
+
+}  // namespace bonfire::net
