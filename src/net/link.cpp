@@ -16,6 +16,8 @@ Link::Link(WsStream ws, const Limits& limits, uint64_t max_frame_bytes, double i
   beast::error_code ec;
   const auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
   if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  // One small frame per step each way: Nagle's delay would dominate a step.
+  beast::get_lowest_layer(ws_).socket().set_option(boost::asio::ip::tcp::no_delay(true), ec);
   beast::get_lowest_layer(ws_).expires_never();
   websocket::stream_base::timeout t{};
   t.handshake_timeout = std::chrono::seconds(30);
