@@ -21,6 +21,18 @@ Lowerer::Lowerer(const json& doc, const LowerOptions& options, const WeightStore
   if (T_ < 1) throw Error(ErrorCode::BadGraph, "a prefill needs at least one token");
   allocate_ = opt_.mode == "prefill" && opt_.allocate;
   if (opt_.ctx <= 0) opt_.ctx = doc["model"]["ctx"].get<int64_t>();
+  n_layers_ = doc["model"]["n_layers"].get<int64_t>();
+  if (opt_.end_layer == -1) opt_.end_layer = n_layers_;
+  if (opt_.first_layer < 0 || opt_.first_layer >= opt_.end_layer || opt_.end_layer > n_layers_)
+    throw Error(ErrorCode::BadGraph, "a stage's layers [first_layer, end_layer) must satisfy 0 <= first_layer < "
+                                     "end_layer <= n_layers = " + std::to_string(n_layers_) + ", got [" +
+                                         std::to_string(opt_.first_layer) + ", " + std::to_string(opt_.end_layer) + ")");
+  define("tokens", {"tokens", 1});
+  if (doc_.contains("inputs"))
+    for (const auto& in : doc_["inputs"]) {
+      const std::string name = in.is_string() ? in.get<std::string>() : in.value("name", "");
+      if (name != "tokens") throw Error(ErrorCode::BadGraph, "the lowering knows the input \"tokens\" only, not \"" + name + "\"");
+    }
 }
 
 void Lowerer::fail(const std::string& message) const {
@@ -76,7 +88,7 @@ const Tensor* Lowerer::weight_tensor(const std::string& tmpl, int64_t expert) co
   if (!weights_) return nullptr;
   const std::string name = weight_name(tmpl, weight_set_, expert);
   const Tensor* t = weights_->find(name);
-  if (!t) fail("the checkpoint has no tensor \"" + name + "\"");
+  if (!t && !skipping_) fail("the checkpoint has no tensor \"" + name + "\"");
   return t;
 }
 
@@ -389,18 +401,9 @@ void Lowerer::rename_node(const std::string& from, const std::string& to) {
     if (o == from) o = to;
 }
 
-json Lowerer::run() {
-  const int64_t n_layers = doc_["model"]["n_layers"].get<int64_t>();
-  define("tokens", {"tokens", 1});
-  if (doc_.contains("inputs"))
-    for (const auto& in : doc_["inputs"]) {
-      const std::string name = in.is_string() ? in.get<std::string>() : in.value("name", "");
-      if (name != "tokens") throw Error(ErrorCode::BadGraph, "the lowering knows the input \"tokens\" only, not \"" + name + "\"");
-    }
-  lower_section(doc_["embed"]["nodes"], "embed");
+void Lowerer::lower_layers(int64_t from, int64_t to, std::vector<int64_t>& applications) {
   const json& block = doc_["block"]["nodes"];
-  std::vector<int64_t> applications(block.size(), 0);
-  for (layer_ = 0; layer_ < n_layers; ++layer_) {
+  for (layer_ = from; layer_ < to; ++layer_) {
     for (size_t i = 0; i < block.size(); ++i) {
       node_ = &block[i];
       path_ = node_path("block", i);
@@ -411,32 +414,47 @@ json Lowerer::run() {
   }
   layer_ = -1;
   weight_set_ = 0;
-  in_head_ = true;
-  if (!opt_.all_logits && T_ > 1) {
-    // The head runs row by row: cut every value it reads to the last token.
-    auto last_row = [&](const Value& v) {
-      return Value{emit("slice", {v.ref}, {{"start", T_ - 1}, {"length", 1}}, "last"), v.width};
-    };
-    for (const auto& jn : doc_["head"]["nodes"])
-      for (const auto& in : jn["in"]) {
-        const std::string name = in.get<std::string>();
-        if (head_rows_.count(name) || !env_.count(name)) continue;
-        Value v = env_[name];
-        if (v.is_list)
-          for (auto& item : v.items) item = last_row(item);
-        else if (v.ref != "tokens")
-          v = last_row(v);
-        head_rows_[name] = v;
-      }
+}
+
+json Lowerer::run() {
+  // Counted from layer 0 in every stage: a node's weight set can depend on
+  // how many earlier layers applied it (tensor_index "application").
+  std::vector<int64_t> applications(doc_["block"]["nodes"].size(), 0);
+  if (opt_.first_layer > 0)
+    skip_to_stage(applications);
+  else
+    lower_section(doc_["embed"]["nodes"], "embed");
+  lower_layers(opt_.first_layer, opt_.end_layer, applications);
+  if (opt_.end_layer < n_layers_) {
+    emit_carry_outputs();
+  } else {
+    in_head_ = true;
+    if (!opt_.all_logits && T_ > 1) {
+      // The head runs row by row: cut every value it reads to the last token.
+      auto last_row = [&](const Value& v) {
+        return Value{emit("slice", {v.ref}, {{"start", T_ - 1}, {"length", 1}}, "last"), v.width};
+      };
+      for (const auto& jn : doc_["head"]["nodes"])
+        for (const auto& in : jn["in"]) {
+          const std::string name = in.get<std::string>();
+          if (head_rows_.count(name) || !env_.count(name)) continue;
+          Value v = env_[name];
+          if (v.is_list)
+            for (auto& item : v.items) item = last_row(item);
+          else if (v.ref != "tokens")
+            v = last_row(v);
+          head_rows_[name] = v;
+        }
+    }
+    lower_section(doc_["head"]["nodes"], "head");
+    emit_outputs();
+    if (opt_.logits) rename_node(outputs_[0].get<std::string>(), "logits");
+    if (!opt_.sample.is_null()) rename_node(outputs_.back().get<std::string>(), "token");
   }
-  lower_section(doc_["head"]["nodes"], "head");
-  emit_outputs();
 
   json call = json::object();
   if (!opt_.model_id.empty()) call["model"] = opt_.model_id;
   if (!inline_weights_.empty()) call["weights"] = inline_weights_;
-  if (opt_.logits) rename_node(outputs_[0].get<std::string>(), "logits");
-  if (!opt_.sample.is_null()) rename_node(outputs_.back().get<std::string>(), "token");
   call["nodes"] = nodes_;
   call["outputs"] = outputs_;
   if (!retain_.empty()) call["retain"] = retain_;

@@ -11,6 +11,7 @@ namespace {
 
 std::vector<float> tensor_values(Lowerer& L, const std::string& tmpl) {
   const Tensor* t = L.weight_tensor(tmpl);
+  if (!t && L.skipping()) return {};  // the rotation is dropped with the rest of an earlier stage
   if (!t) L.fail("freq_factors \"" + tmpl + "\" is a checkpoint tensor; lower with the model's weights");
   const Tensor f = to_f32(*t);
   return std::vector<float>(f.f32(), f.f32() + f.numel());
@@ -62,6 +63,9 @@ std::pair<std::string, std::string> write_kv(Lowerer& L, const json& slot, const
     // Cross-layer sharing: read the caches an earlier layer wrote.
     const int64_t src = from.get<int64_t>();
     if (src < 0 || src >= L.layer()) L.fail("kv_from must name an earlier layer (rule R12)");
+    if (!L.skipping() && src < L.options().first_layer)
+      L.fail("kv_from reads layer " + std::to_string(src) + ", which is before this stage (first_layer " +
+             std::to_string(L.options().first_layer) + "): the model cannot be split there");
     return {L.state_of_layer(src, name, "k"), v.empty() ? "" : L.state_of_layer(src, name, "v")};
   }
   if (slot.contains("evict") || slot.contains("kv_rows"))

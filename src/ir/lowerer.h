@@ -1,7 +1,8 @@
 // The lowering's working state (private to src/ir/lower*.cpp): the graph
 // being built, the IR names in scope, and the node being lowered. lower.cpp
 // walks the document and handles the simple ops; lower_attention.cpp and
-// lower_scan.cpp handle the ops with state.
+// lower_scan.cpp handle the ops with state; lower_stages.cpp cuts the walk
+// to a pipeline stage's layers.
 #pragma once
 #include <map>
 #include <string>
@@ -70,9 +71,19 @@ class Lowerer {
   int64_t tokens() const { return in_head_ && !opt_.all_logits ? 1 : T_; }
   int64_t layer() const { return layer_; }
   bool allocating() const { return allocate_; }
+  // True while the sections before a stage are walked only for the values
+  // they leave (names, lists, widths): what is emitted then is dropped, so
+  // a weight the stage's worker does not hold is no error.
+  bool skipping() const { return skipping_; }
+
+  // --- pipeline stages (lower_stages.cpp) ------------------------------------
+  // Walks embed and the layers before first_layer, then replaces what they
+  // defined by the carry inputs; returns those inputs.
+  std::vector<CarryValue> skip_to_stage(std::vector<int64_t>& applications);
 
  private:
   void lower_section(const json& nodes, const std::string& section);
+  void lower_layers(int64_t from, int64_t to, std::vector<int64_t>& applications);
   void lower_node(const json& node);
   void define(const std::string& name, Value v) {
     head_rows_.erase(name);
@@ -80,12 +91,16 @@ class Lowerer {
   }
   void rename_node(const std::string& from, const std::string& to);
   void emit_outputs();
+  std::vector<CarryValue> carry_at(int64_t boundary) const;
+  void emit_carry_outputs();  // a stage that ends before the last layer
 
   const json& doc_;
   LowerOptions opt_;
   const WeightStore* weights_;
   int64_t T_ = 1;
+  int64_t n_layers_ = 0;
   bool allocate_ = false;
+  bool skipping_ = false;
 
   json nodes_ = json::array();
   json inline_weights_ = json::object();
