@@ -61,6 +61,16 @@ ChatTemplate load_chat_template(const std::string& path, nlohmann::ordered_json*
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorCode::BadGraph, path + ": " + e.what());
   }
+  // The special-token strings first: a folder whose template lives in
+  // chat_template.jinja still takes them from this file.
+  if (extra_vars_out) {
+    *extra_vars_out = nlohmann::ordered_json::object();
+    for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+      if (!config.contains(key)) continue;
+      const std::string s = token_string(config[key], key);
+      if (!s.empty()) (*extra_vars_out)[key] = s;
+    }
+  }
   const auto it = config.find("chat_template");
   if (it == config.end() || it->is_null())
     throw Error(ErrorCode::BadGraph, path + " has no chat_template: this model has no chat format to render");
@@ -80,14 +90,6 @@ ChatTemplate load_chat_template(const std::string& path, nlohmann::ordered_json*
     if (!found) throw Error(ErrorCode::BadGraph, path + ": chat_template lists several templates but none named \"default\"");
   } else {
     throw Error(ErrorCode::BadGraph, path + ": chat_template must be a string or a list of {name, template}");
-  }
-  if (extra_vars_out) {
-    *extra_vars_out = nlohmann::ordered_json::object();
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
-      if (!config.contains(key)) continue;
-      const std::string s = token_string(config[key], key);
-      if (!s.empty()) (*extra_vars_out)[key] = s;
-    }
   }
   return ChatTemplate(std::move(source));
 }
