@@ -113,6 +113,8 @@ std::function<int()> add_bench_commands(CLI::App& app) {
   gen->add_flag("--json", go->json, "also print the figures as one JSON line");
   gen->add_option("--reference-script", go->reference_script, "default: scripts/bench_llama_cpp.py");
   gen->add_flag("!--no-reference", go->reference, "skip llama.cpp");
+  gen->add_flag("--network", go->network,
+                "also generate through a coordinator and a worker on loopback (HTTP + WebSocket per step)");
   return [load, dir, gib, gen, go]() -> int {
     if (*gen) {
       try {

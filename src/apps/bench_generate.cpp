@@ -15,6 +15,11 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "ir/generation.h"
+#include "net/server.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 namespace bonfire {
 
@@ -68,6 +73,60 @@ double decode_bytes(const ir::LocalModel& m) {
   return total;
 }
 
+// One POST on loopback; the JSON answer.
+json post_json(int port, const std::string& path, const json& body) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::resolver resolver(ioc);
+  beast::tcp_stream stream(ioc);
+  stream.connect(resolver.resolve("127.0.0.1", std::to_string(port)));
+  http::request<http::string_body> req{http::verb::post, path, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body.dump();
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return json::parse(res.body());
+}
+
+// The same generation through `bonfire serve` with its local worker: the
+// coordinator lowers and routes, the worker runs, one HTTP request in and
+// one WebSocket round trip per step.
+struct NetworkFigures {
+  double prefill_tps = 0, decode_tps = 0;
+};
+NetworkFigures bench_network(const BenchGenerateOptions& o, const ir::GenerateRequest& req) {
+  net::ServeOptions so;
+  so.port = 0;
+  so.models = {o.model};
+  so.model.ctx = o.prefill + o.decode + 8;
+  so.quiet = true;
+  net::Server server(so);
+  server.start();
+  const json body = {{"tokens", req.prompt}, {"maxTokens", req.max_tokens}, {"temperature", 0}};
+  // Wait for the local worker to join, then warm up.
+  json r;
+  for (int i = 0; i < 600; ++i) {
+    r = post_json(server.port(), "/api/v3/generate", body);
+    if (r.contains("tokens")) break;
+    usleep(100 * 1000);
+  }
+  if (!r.contains("tokens")) throw Error(ErrorCode::Internal, "the network run failed: " + r.dump());
+  NetworkFigures f;
+  for (int k = 0; k < o.reps; ++k) {
+    r = post_json(server.port(), "/api/v3/generate", body);
+    const json& t = r.at("timings");
+    f.prefill_tps += o.prefill * 1000.0 / t["prefillMs"].get<double>() / o.reps;
+    f.decode_tps += (r["tokens"].size() - 1) * 1000.0 / t["decodeMs"].get<double>() / o.reps;
+  }
+  server.stop();
+  return f;
+}
+
 }  // namespace
 
 int bench_generate(const BenchGenerateOptions& o) {
@@ -89,6 +148,8 @@ int bench_generate(const BenchGenerateOptions& o) {
     prefill_tps += o.prefill * 1000.0 / g.prefill_ms / o.reps;
     decode_tps += (g.tokens.size() - 1) * 1000.0 / g.decode_ms / o.reps;
   }
+  NetworkFigures network;
+  if (o.network) network = bench_network(o, req);
   const double bandwidth = measure_read_bandwidth();
   const double bytes = decode_bytes(*model);
   json ref = o.reference ? run_reference(o) : json{{"error", "not run (--no-reference)"}};
@@ -99,6 +160,11 @@ int bench_generate(const BenchGenerateOptions& o) {
               o.model.c_str(), bytes / 1e9, num_threads(), (long long)o.prefill, (long long)o.decode, o.reps);
   std::printf("%-28s %14s %14s\n", "", "prefill tok/s", "decode tok/s");
   std::printf("%-28s %14.2f %14.2f\n", "bonfire", prefill_tps, decode_tps);
+  if (o.network) {
+    std::printf("%-28s %14.2f %14.2f\n", "bonfire via serve + worker", network.prefill_tps, network.decode_tps);
+    std::printf("%-28s %14s %14.3f   (ms per decode step: coordinator, HTTP, WebSocket)\n", "network overhead", "",
+                1000.0 / network.decode_tps - 1000.0 / decode_tps);
+  }
   if (have_ref) {
     std::printf("%-28s %14.2f %14.2f\n", "llama.cpp (libllama 3.21.1)", ref["prefill_tps"].get<double>(),
                 ref["decode_tps"].get<double>());
@@ -113,6 +179,8 @@ int bench_generate(const BenchGenerateOptions& o) {
     json j = {{"model", o.model},
               {"threads", num_threads()},
               {"bonfire", {{"prefill_tps", prefill_tps}, {"decode_tps", decode_tps}}},
+              {"network", o.network ? json{{"prefill_tps", network.prefill_tps}, {"decode_tps", network.decode_tps}}
+                                    : json()},
               {"llama_cpp", ref},
               {"bandwidth_gbps", bandwidth / 1e9},
               {"decode_bytes", bytes},

@@ -11,6 +11,7 @@ struct BenchGenerateOptions {
   int reps = 2;
   bool reference = true;
   bool json = false;
+  bool network = false;           // also through bonfire serve + a worker over loopback
   std::string reference_script;  // default: scripts/bench_llama_cpp.py beside the build dir
 };
 
