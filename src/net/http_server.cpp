@@ -4,6 +4,7 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
+#include <array>
 #include <chrono>
 
 #include "core/error.h"
@@ -239,7 +240,26 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
       c->no_deadline();
       HttpResponder r(c.get(), false);
       r.send_json(status, {{"error", why}, {"code", status == 413 ? "too_large" : "bad_graph"}});
+      // The client may still be sending (a body over the limit): closing
+      // with unread bytes makes the kernel send a reset, which can reach the
+      // client before it reads the answer. Stop writing, then read and drop
+      // what arrives for a short while (a bounded lingering close).
+      beast::error_code ignored;
+      c->socket.shutdown(tcp::socket::shutdown_send, ignored);
+      c->expire_in(2);
+      std::array<char, 64 * 1024> sink;
+      for (size_t dropped = 0; dropped < (64u << 20);) {
+        const size_t n = c->socket.read_some(asio::buffer(sink), ignored);
+        if (ignored || n == 0) break;
+        dropped += n;
+      }
+      c->no_deadline();
     };
+    // A Content-Length over the limit is found with the header.
+    if (ec == http::error::body_limit)
+      return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
+    if (ec == http::error::body_limit)
+      return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
     if (ec) return refuse(400, "malformed HTTP request: " + ec.message());
     c->expire_in(options_.read_timeout_s);
     const std::string target(parser.get().target());
