@@ -258,8 +258,6 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
     // A Content-Length over the limit is found with the header.
     if (ec == http::error::body_limit)
       return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
-    if (ec == http::error::body_limit)
-      return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
     if (ec) return refuse(400, "malformed HTTP request: " + ec.message());
     c->expire_in(options_.read_timeout_s);
     const std::string target(parser.get().target());
