@@ -271,12 +271,27 @@ struct Worker::Impl {
     };
     std::shared_ptr<Session> session;
     const std::string sid = h.value("session", call->session);
+    bool created = false;
     if (!sid.empty()) {
-      session = sessions.get(sid, true);
+      session = sessions.get(sid, false);
+      if (!session) {
+        session = sessions.get(sid, true);
+        created = true;
+      }
       last_used[sid] = Clock::now();
     }
     const json bind = h.value("bind", call->bind);
-    RunResult r = run_graph(call->graph, inputs.empty() ? call->inputs : inputs, bind, lookup, session.get(), limits);
+    RunResult r;
+    try {
+      r = run_graph(call->graph, inputs.empty() ? call->inputs : inputs, bind, lookup, session.get(), limits);
+    } catch (...) {
+      // A refused call leaves no trace, not even an empty new session.
+      if (created) {
+        sessions.erase(sid);
+        last_used.erase(sid);
+      }
+      throw;
+    }
     Message out(json{{"type", "result"},
                      {"req", h["req"]},
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
