@@ -1,8 +1,11 @@
 #include "apps/net_commands.h"
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "apps/cli_util.h"
 #include "core/error.h"
@@ -88,15 +91,20 @@ std::function<int()> add_net_commands(CLI::App& app) {
         std::signal(SIGPIPE, SIG_IGN);
         o->worker.memory = parse_bytes(o->worker_memory);
         net::Worker w(o->worker);
-        static net::Worker* running = nullptr;
-        running = &w;
-        auto stop = [](int) {
-          if (running) running->stop();
-        };
-        std::signal(SIGINT, stop);
-        std::signal(SIGTERM, stop);
+        // The handler only sets a flag: Worker::stop() takes a mutex and
+        // allocates, which a signal landing inside malloc or inside that
+        // mutex (the link's thread) would deadlock. A watcher calls it.
+        static std::atomic<bool> signalled{false};
+        std::signal(SIGINT, [](int) { signalled = true; });
+        std::signal(SIGTERM, [](int) { signalled = true; });
+        std::atomic<bool> done{false};
+        std::thread watcher([&] {
+          while (!done && !signalled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          if (signalled) w.stop();
+        });
         status = w.run();
-        running = nullptr;
+        done = true;
+        watcher.join();
       });
       return guard ? guard : status;
     }

@@ -160,12 +160,16 @@ void HttpServer::stop() {
   beast::error_code ec;
   acceptor_.close(ec);
   if (watchdog_thread_.joinable()) watchdog_thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (auto& [p, w] : live_)
     if (auto c = w.lock()) {
       c->deadline = 1;
       c->shutdown_if_late(now_ms());
     }
+  // Connection threads use this object until they end: wait for them. Their
+  // sockets are shut down, so only a handler still running (a worker call
+  // finishing its step) keeps one a little longer.
+  idle_.wait_for(lock, std::chrono::seconds(30), [&] { return live_.empty(); });
 }
 
 void HttpServer::accept_loop() {
@@ -200,6 +204,7 @@ void HttpServer::accept_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       live_.erase(c.get());
       --open_;
+      if (live_.empty()) idle_.notify_all();
     }).detach();
   }
 }

@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http.hpp>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -96,6 +97,7 @@ class HttpServer {
   std::atomic<int> open_{0};
   std::mutex mu_;
   std::map<Connection*, std::weak_ptr<Connection>> live_;
+  std::condition_variable idle_;  // live_ became empty
   std::thread accept_thread_, watchdog_thread_;
 };
 

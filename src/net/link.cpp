@@ -54,7 +54,7 @@ void Link::send(const Message& m) {
   if (closed_) return;
   auto bytes = std::make_shared<std::string>(encode_message(m));
   boost::asio::post(ws_.get_executor(), [self = shared_from_this(), bytes] {
-    if (self->closed_) return;
+    if (self->closed_ || self->closing_) return;
     self->queue_.push_back(bytes);
     if (self->queue_.size() == 1) self->write_next();
   });
@@ -64,23 +64,36 @@ void Link::write_next() {
   ws_.async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
     if (ec) return self->fail("write failed: " + ec.message());
     self->queue_.pop_front();
-    if (!self->queue_.empty() && !self->closed_) self->write_next();
+    if (self->closed_) return;
+    if (!self->queue_.empty()) self->write_next();
+    else if (self->closing_) self->close_now(self->closing_reason_);
   });
 }
 
 void Link::close(const std::string& reason) {
   boost::asio::post(ws_.get_executor(), [self = shared_from_this(), reason] {
-    if (self->closed_) return;
-    // Tell the peer why, then drop the socket whatever it answers.
-    websocket::close_reason cr(websocket::close_code::policy_error, reason.substr(0, 120));
-    self->ws_.async_close(cr, [self](beast::error_code) { beast::get_lowest_layer(self->ws_).close(); });
-    self->fail(reason, false);
+    if (self->closed_ || self->closing_) return;
+    if (self->queue_.empty()) return self->close_now(reason);
+    // A WebSocket allows one write at a time, and a close is a write: wait
+    // for the queue (often the message saying why, e.g. "refused") to go
+    // out. A peer that never takes it is dropped when the deadline passes.
+    self->closing_reason_ = reason;
+    self->closing_ = true;
+    beast::get_lowest_layer(self->ws_).expires_after(std::chrono::seconds(5));
   });
+}
+
+void Link::close_now(const std::string& reason) {
+  // Tell the peer why, then drop the socket whatever it answers.
+  websocket::close_reason cr(websocket::close_code::policy_error, reason.substr(0, 120));
+  ws_.async_close(cr, [self = shared_from_this()](beast::error_code) { beast::get_lowest_layer(self->ws_).close(); });
+  fail(reason, false);
 }
 
 void Link::fail(const std::string& reason, bool drop_socket) {
   if (closed_.exchange(true)) return;
-  queue_.clear();
+  // The queue is kept: a write in flight still reads its front buffer until
+  // its handler runs (closed_ stops any further write).
   if (drop_socket) beast::get_lowest_layer(ws_).close();
   if (on_close_) on_close_(reason);
   on_message_ = nullptr;

@@ -30,13 +30,14 @@ class Link : public std::enable_shared_from_this<Link> {
   void start(OnMessage on_message, OnClose on_close);
   void send(const Message& m);
   void close(const std::string& reason);
-  bool closed() const { return closed_; }
+  bool closed() const { return closed_ || closing_; }
   std::string remote() const { return remote_; }
 
  private:
   void read_next();
   void write_next();
   void fail(const std::string& reason, bool drop_socket = true);
+  void close_now(const std::string& reason);
 
   WsStream ws_;
   Limits limits_;
@@ -45,6 +46,8 @@ class Link : public std::enable_shared_from_this<Link> {
   OnMessage on_message_;
   OnClose on_close_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> closing_{false};  // close() waits for a write in progress
+  std::string closing_reason_;        // io thread only
   std::string remote_;
 };
 

@@ -2,7 +2,9 @@
 // OpenAI-compatible /v1/completions and /v1/chat/completions, streamed as
 // server-sent events or not. A client that disconnects mid-stream cancels
 // its generation: the next write fails, the loop stops, the sessions go.
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "graph/wire.h"
@@ -103,15 +105,36 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
   }
   // Errors found before the first token still get a plain error response.
   bool started = false;
+  // The loop holds back text that may still change (an incomplete UTF-8
+  // sequence, a possible stop string's start) and adds it to the result's
+  // text only at the end, after the last token's callback. The event of the
+  // token that reaches the length limit is therefore sent after the loop,
+  // with that tail, so the events' texts add up to the final text. (After an
+  // eos there is no token left to carry a tail: the done event's text is
+  // the whole text.)
+  const int64_t last = std::min<int64_t>(g.max_tokens, model->local().ctx() - static_cast<int64_t>(g.prompt.size()));
+  int64_t count = 0;
+  std::string streamed;
+  std::optional<json> held;
   try {
     ir::GenerateResult r = model->generate(
         *net_, g,
         [&](int32_t id, const std::string& text) {
           if (!started) started = res.start_stream("text/event-stream");
+          streamed += text;
+          if (++count == last) {
+            held = json{{"token", id}, {"text", text}};
+            return started && !res.client_gone();
+          }
           return started && res.write(sse({{"token", id}, {"text", text}}));
         },
         &trace);
     if (!started && !res.start_stream("text/event-stream")) return;
+    if (held) {
+      if (r.text.size() > streamed.size() && r.text.compare(0, streamed.size(), streamed) == 0)
+        (*held)["text"] = held->at("text").get<std::string>() + r.text.substr(streamed.size());
+      res.write(sse(*held));
+    }
     json done = finish(r);
     done["done"] = true;
     res.write(sse(done));
@@ -162,6 +185,7 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
     return res.send_json(200, openai_response(call, r, model->id(), id, created));
   }
   bool started = false, first = true;
+  std::string streamed;  // see generate(): the loop's text may end with a tail no token carried
   try {
     ir::GenerateResult r = model->generate(
         *net_, g,
@@ -169,6 +193,7 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
           if (!started) started = res.start_stream("text/event-stream");
           if (!started) return false;
           if (text.empty() && !first) return !res.client_gone();
+          streamed += text;
           const bool ok = res.write(sse(openai_chunk(call, text, model->id(), id, created, first, "")));
           first = false;
           return ok;
@@ -177,6 +202,10 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
     metrics_.add_tokens("generated", static_cast<int64_t>(r.tokens.size()));
     if (trace.first_token_ms > 0) metrics_.observe_ttft_seconds(trace.first_token_ms / 1000);
     if (!started && !res.start_stream("text/event-stream")) return;
+    if (r.text.size() > streamed.size() && r.text.compare(0, streamed.size(), streamed) == 0) {
+      res.write(sse(openai_chunk(call, r.text.substr(streamed.size()), model->id(), id, created, first, "")));
+      first = false;
+    }
     res.write(sse(openai_chunk(call, "", model->id(), id, created, first, r.finish_reason)));
     if (call.include_usage) res.write(sse(openai_usage_chunk(call, r, model->id(), id, created)));
     res.write("data: [DONE]\n\n");
