@@ -66,8 +66,8 @@ class PipelineRun {
     }
     if (holders.empty()) {
       // Let pick() say why (no worker at all, a missing feature, ...).
-      const auto& g = m_.step_graph(0, m_.n_layers(), "decode", 1, sample_);
-      net_.pick(g.ops, g.features, hash, dead);
+      const auto g = m_.step_graph(0, m_.n_layers(), "decode", 1, sample_);
+      net_.pick(g->ops, g->features, hash, dead);
       throw Error(ErrorCode::NoWorker, "no connected worker holds model " + m_.id());
     }
     std::sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) {
@@ -83,16 +83,16 @@ class PipelineRun {
       s.end = ranges[i].second;
       s.session = random_id("g");
       // The stage's graph decides which workers qualify (features).
-      const auto& g = m_.step_graph(s.first, s.end, "decode", 1, sample_);
+      const auto g = m_.step_graph(s.first, s.end, "decode", 1, sample_);
       for (size_t k = 0; k < holders.size() && !s.worker; ++k) {
         const auto& w = holders[(i + k) % holders.size()];
         const WorkerInfo info = w->info();
         bool ok = true;
-        for (const auto& f : g.features) ok = ok && info.features.count(f);
-        for (const auto& o : g.ops) ok = ok && info.ops.count(o);
+        for (const auto& f : g->features) ok = ok && info.features.count(f);
+        for (const auto& o : g->ops) ok = ok && info.ops.count(o);
         if (ok) s.worker = w;
       }
-      if (!s.worker) s.worker = net_.pick(g.ops, g.features, hash, dead);
+      if (!s.worker) s.worker = net_.pick(g->ops, g->features, hash, dead);
       stages_.push_back(s);
     }
     if (trace_) {
@@ -111,21 +111,21 @@ class PipelineRun {
     std::map<std::string, Tensor> carry;
     for (size_t si = 0; si < stages_.size(); ++si) {
       Stage& s = stages_[si];
-      const auto& g = m_.step_graph(s.first, s.end, mode, T, sample_);
+      const auto g = m_.step_graph(s.first, s.end, mode, T, sample_);
       Message msg(json{{"type", "run"},
                        {"model", m_.id()},
                        {"session", s.session},
                        {"bind", {{"pos", pos}, {"step", step}}}});
-      const bool registered = !g.key.empty() && s.worker->has_graph(g.key);
-      if (!g.key.empty()) msg.header["graph"] = g.key;
-      if (!registered) msg.header["call"] = g.call;
+      const bool registered = !g->key.empty() && s.worker->has_graph(g->key);
+      if (!g->key.empty()) msg.header["graph"] = g->key;
+      if (!registered) msg.header["call"] = g->call;
       msg.tensors["in:tokens"] = ids;
       for (auto& [name, t] : carry) msg.tensors["in:" + name] = t;
       Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s);
-      if (!g.key.empty()) s.worker->note_graph(g.key);
+      if (!g->key.empty()) s.worker->note_graph(g->key);
       if (si + 1 < stages_.size()) {
         carry.clear();
-        for (const auto& name : g.carry_out) {
+        for (const auto& name : g->carry_out) {
           auto it = reply.tensors.find(name);
           if (it == reply.tensors.end() || it->second.shape.empty() || it->second.shape[0] != T)
             distrust(s, "its stage result lacks " + name + " or has the wrong shape");

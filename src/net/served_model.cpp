@@ -130,14 +130,15 @@ std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vec
   return out;
 }
 
-const ServedModel::StepGraph& ServedModel::step_graph(int64_t first, int64_t end, const std::string& mode,
-                                                      int64_t tokens, const json& sample) {
+std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t first, int64_t end,
+                                                                      const std::string& mode, int64_t tokens,
+                                                                      const json& sample) {
   const std::string key = std::to_string(first) + "-" + std::to_string(end) + "/" + mode + "/" +
                           std::to_string(tokens) + "/" + sample.dump();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
-  if (graphs_.size() > 256) graphs_.clear();
+  if (graphs_.size() > 256) graphs_.clear();  // generations running keep theirs (shared_ptr)
   ir::LowerOptions o;
   o.mode = mode;
   o.tokens = tokens;
@@ -163,7 +164,7 @@ const ServedModel::StepGraph& ServedModel::step_graph(int64_t first, int64_t end
   if (end < n_layers_)
     for (const auto& o2 : g.call["outputs"]) g.carry_out.push_back(o2.get<std::string>());
   if (mode == "decode") g.key = fingerprint_.hash.substr(0, 16) + "/" + key;
-  return graphs_.emplace(key, std::move(g)).first->second;
+  return graphs_.emplace(key, std::make_shared<const StepGraph>(std::move(g))).first->second;
 }
 
 }  // namespace bonfire::net

@@ -62,8 +62,9 @@ class ServedModel {
     std::set<std::string> ops, features;
     std::vector<std::string> carry_out;  // outputs a non-last stage returns
   };
-  const StepGraph& step_graph(int64_t first, int64_t end, const std::string& mode, int64_t tokens,
-                              const nlohmann::json& sample);
+  // Shared: the cache may drop it while a generation still runs it.
+  std::shared_ptr<const StepGraph> step_graph(int64_t first, int64_t end, const std::string& mode, int64_t tokens,
+                                              const nlohmann::json& sample);
   // Pipeline placement for this request; throws NoWorker when no worker
   // holds the model.
   std::vector<std::pair<int64_t, int64_t>> plan_stages(const std::vector<int64_t>& memories) const;
@@ -82,7 +83,7 @@ class ServedModel {
   std::vector<int64_t> layer_bytes_;  // weights and state of each layer
   int64_t edge_bytes_ = 0;            // embedding and head
   std::mutex mu_;
-  std::map<std::string, StepGraph> graphs_;
+  std::map<std::string, std::shared_ptr<const StepGraph>> graphs_;
 };
 
 }  // namespace bonfire::net
