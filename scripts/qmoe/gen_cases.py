@@ -360,7 +360,7 @@ def refusal_cases():
         "2-bit weights (shapes packed 4 per byte, block 32)", bits=2)
     add("refuse_expert_weight_bits_3", {"expert_weight_bits": 3}, "expert_weight_bits",
         "3-bit weights (shapes as for 4-bit)", bits=3)
-    add("refuse_block_size_8", {"block_size": 8}, "block_size", "block size below 16 (shapes column-wise)")
+    add("refuse_block_size_8", {"block_size": 8}, "block_size", "block size below 16 (scales (E, rows, K/8))")
     add("refuse_block_size_48", {"block_size": 48}, "block_size",
         "block size not a power of two (shapes column-wise)")
     add("refuse_block_size_negative", {"block_size": -16}, "block_size", "negative block size (shapes column-wise)")

@@ -274,8 +274,7 @@ def p_q4():
         _, a = arrays_for(4 + bits, bits=bits, swiglu=True)
         attrs = {"k": 2, "expert_weight_bits": bits, **SWIGLU}
         y = ort(attrs, a)
-        # alternative: the same scale vector read with rows of FC1 and FC2 swapped per expert is
-        # shape-impossible; instead check against a constant-scale reading (mean scale per expert)
+        # wrong reading: one scale per expert (the mean), i.e. the per-row scales ignored
         alt = dict(a)
         alt["fc1_scales"] = np.repeat(a["fc1_scales"].mean(axis=1, keepdims=True), a["fc1_scales"].shape[1], 1)
         r = ratio(y, model(a, attrs))
@@ -508,6 +507,23 @@ def p_s2():
         f"k=4 ok ({r:.2g}x tol); k=5 refused: {e2 is not None}; k=0 refused: {e3 is not None}"
 
 
+@probe("S3", "scale rank vs block_size: ORT also accepts rank-2 scales WITH block_size (computes column-wise) "
+             "and rank-3 (E, rows, 1) scales WITHOUT it (column-wise); the package wants rank 3 exactly when "
+             "block_size is given")
+def p_s3():
+    _, a = arrays_for(52, bits=4, swiglu=True, H=32, I=32)
+    attrs = {"k": 2, "expert_weight_bits": 4, **SWIGLU}
+    y_col = ort(attrs, a)
+    y_b2, e1 = qc.run_arrays({**attrs, "block_size": 16}, a)
+    a3 = dict(a)
+    a3["fc1_scales"] = a["fc1_scales"][:, :, None].copy()
+    a3["fc2_scales"] = a["fc2_scales"][:, :, None].copy()
+    y_r3, e2 = qc.run_arrays(attrs, a3)
+    ok = e1 is None and e2 is None and np.array_equal(y_b2, y_col) and np.array_equal(y_r3, y_col)
+    return ok, f"block 16 + rank-2 scales: {'same as column-wise' if e1 is None and np.array_equal(y_b2, y_col) else e1}; " \
+               f"no block + (E, rows, 1): {'same as column-wise' if e2 is None and np.array_equal(y_r3, y_col) else e2}"
+
+
 @probe("P1", "ORT ignores weights_prepacked=1 and quant_type fp4/nvfp4/fp8/wfp4afp8 on CPU (same bits as "
              "int); the package refuses them")
 def p_p1():
@@ -549,7 +565,8 @@ def p_p3():
         "block 8": qc.run_arrays({**base, "block_size": 8}, ar)[1],
         "block 48": qc.run_arrays({**base, "block_size": 48}, ar)[1],
     }
-    _, a2 = arrays_for(64, bits=2 if False else 4, E=4, T=2, H=32, I=32, block=16)
+    # 2-bit: 4 codes a byte (H/4 packed columns), block 16 -> 2 scale blocks
+    _, a2 = arrays_for(64, bits=4, E=4, T=2, H=32, I=32, block=16)
     q1 = np.random.default_rng(5).integers(0, 4, (4, 32, 32), dtype=np.uint8)
     a2["fc1_experts_weights"] = qc.pack_weights(q1, 2)
     a2["fc2_experts_weights"] = qc.pack_weights(q1.transpose(0, 2, 1).copy(), 2)
