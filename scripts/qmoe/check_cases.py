@@ -16,6 +16,7 @@ Prints one line per case and exits 1 on any mismatch.
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -94,6 +95,7 @@ def main():
             status = "output"
         bad += bool(problems)
         print(f"{'FAIL' if problems else 'ok  '} {name}: {status}" + ("" if not problems else " - " + "; ".join(problems)))
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"check_cases: {len(dirs) - bad} passed, {bad} failed")
     sys.exit(1 if bad else 0)
 
