@@ -9,6 +9,7 @@
 #include "apps/ir_validate_command.h"
 #include "apps/ir_commands.h"
 #include "apps/model_commands.h"
+#include "apps/kernel_commands.h"
 #include "apps/net_commands.h"
 #include "core/error.h"
 #include "core/threads.h"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   auto model_command = bonfire::add_model_commands(app);
   auto bench_command = bonfire::add_bench_commands(app);
   auto net_command = bonfire::add_net_commands(app);
+  auto kernel_command = bonfire::add_kernel_commands(app);
 
   CLI11_PARSE(app, argc, argv);
   bonfire::set_num_threads(threads);
@@ -58,5 +60,6 @@ int main(int argc, char** argv) {
   if (const int status = model_command(); status >= 0) return status;
   if (const int status = bench_command(); status >= 0) return status;
   if (const int status = net_command(); status >= 0) return status;
+  if (const int status = kernel_command(); status >= 0) return status;
   return 0;
 }

@@ -21,6 +21,7 @@ struct Token {
   std::string text;
   double num = 0;
   size_t pos = 0;
+  size_t end = 0;  // one past the token's last character
 };
 
 std::vector<Token> tokenize(std::string_view s) {
@@ -72,9 +73,10 @@ std::vector<Token> tokenize(std::string_view s) {
       }
       i += t.text.size();
     }
+    t.end = i;
     out.push_back(t);
   }
-  out.push_back({Token::End, "", 0, s.size()});
+  out.push_back({Token::End, "", 0, s.size(), s.size()});
   return out;
 }
 
@@ -90,6 +92,7 @@ class Parser {
 
  private:
   const Token& peek() const { return toks_[at_]; }
+  void advance() { last_end_ = toks_[at_++].end; }
   bool is_op(const char* op) const { return peek().type == Token::Op && peek().text == op; }
   bool is_word(const char* w) const { return peek().type == Token::Ident && peek().text == w; }
   [[noreturn]] void fail(const std::string& what) const {
@@ -97,7 +100,7 @@ class Parser {
   }
   void expect(const char* op) {
     if (!is_op(op)) fail(std::string("expected '") + op + "'");
-    ++at_;
+    advance();
   }
   NodeP make(Node::Kind k, size_t pos, std::string text, std::vector<NodeP> kids) {
     auto n = std::make_shared<Node>();
@@ -105,6 +108,9 @@ class Parser {
     n->pos = pos;
     n->text = std::move(text);
     n->kids = std::move(kids);
+    n->begin = pos;
+    for (const auto& k : n->kids) n->begin = std::min(n->begin, k->begin);
+    n->end = last_end_;
     return n;
   }
 
@@ -112,16 +118,16 @@ class Parser {
     NodeP a = or_();
     if (is_word("if")) {
       const size_t pos = peek().pos;
-      ++at_;
+      advance();
       NodeP cond = or_();
       if (!is_word("else")) fail("expected 'else'");
-      ++at_;
+      advance();
       NodeP b = ternary();
       return make(Node::Ternary, pos, "", {cond, a, b});
     }
     if (is_op("?")) {  // C-style too: C ? A : B
       const size_t pos = peek().pos;
-      ++at_;
+      advance();
       NodeP x = ternary();
       expect(":");
       NodeP y = ternary();
@@ -133,7 +139,7 @@ class Parser {
     NodeP a = and_();
     while (is_word("or") || is_op("||")) {
       const size_t pos = peek().pos;
-      ++at_;
+      advance();
       a = make(Node::Binary, pos, "or", {a, and_()});
     }
     return a;
@@ -142,7 +148,7 @@ class Parser {
     NodeP a = not_();
     while (is_word("and") || is_op("&&")) {
       const size_t pos = peek().pos;
-      ++at_;
+      advance();
       a = make(Node::Binary, pos, "and", {a, not_()});
     }
     return a;
@@ -150,7 +156,7 @@ class Parser {
   NodeP not_() {
     if (is_word("not") || is_op("!")) {
       const size_t pos = peek().pos;
-      ++at_;
+      advance();
       return make(Node::Unary, pos, "not", {not_()});
     }
     return cmp();
@@ -160,7 +166,7 @@ class Parser {
     for (const char* op : {"==", "!=", "<=", ">=", "<", ">"}) {
       if (is_op(op)) {
         const size_t pos = peek().pos;
-        ++at_;
+        advance();
         NodeP b = add();
         a = make(Node::Binary, pos, op, {a, b});
         return a;  // comparisons do not chain
@@ -172,7 +178,7 @@ class Parser {
     NodeP a = mul();
     while (is_op("+") || is_op("-")) {
       const Token t = peek();
-      ++at_;
+      advance();
       a = make(Node::Binary, t.pos, t.text, {a, mul()});
     }
     return a;
@@ -181,7 +187,7 @@ class Parser {
     NodeP a = unary();
     while (is_op("*") || is_op("/") || is_op("%")) {
       const Token t = peek();
-      ++at_;
+      advance();
       a = make(Node::Binary, t.pos, t.text, {a, unary()});
     }
     return a;
@@ -189,7 +195,7 @@ class Parser {
   NodeP unary() {
     if (is_op("-") || is_op("+")) {
       const Token t = peek();
-      ++at_;
+      advance();
       return make(Node::Unary, t.pos, t.text, {unary()});
     }
     return postfix();
@@ -199,23 +205,24 @@ class Parser {
     for (;;) {
       const size_t pos = peek().pos;
       if (is_op(".")) {
-        ++at_;
+        advance();
         if (peek().type != Token::Ident) fail("expected a name after '.'");
-        a = make(Node::Member, pos, peek().text, {a});
-        ++at_;
+        const std::string member = peek().text;
+        advance();
+        a = make(Node::Member, pos, member, {a});
       } else if (is_op("[")) {
-        ++at_;
+        advance();
         NodeP i = ternary();
         expect("]");
         a = make(Node::Index, pos, "", {a, i});
       } else if (is_op("(")) {
         if (a->kind != Node::Name && a->kind != Node::Member) fail("only functions can be called");
-        ++at_;
+        advance();
         std::vector<NodeP> kids{a};
         if (!is_op(")")) {
           kids.push_back(ternary());
           while (is_op(",")) {
-            ++at_;
+            advance();
             kids.push_back(ternary());
           }
         }
@@ -229,13 +236,13 @@ class Parser {
   NodeP primary() {
     const Token t = peek();
     if (t.type == Token::Num || t.type == Token::Str) {
-      ++at_;
+      advance();
       auto n = make(Node::Literal, t.pos, "", {});
       const_cast<Node&>(*n).value = t.type == Token::Num ? json(t.num) : json(t.text);
       return n;
     }
     if (t.type == Token::Ident) {
-      ++at_;
+      advance();
       if (t.text == "true" || t.text == "false" || t.text == "null") {
         auto n = make(Node::Literal, t.pos, "", {});
         const_cast<Node&>(*n).value = t.text == "null" ? json() : json(t.text == "true");
@@ -244,18 +251,21 @@ class Parser {
       return make(Node::Name, t.pos, t.text, {});
     }
     if (is_op("(")) {
-      ++at_;
+      advance();
       NodeP n = ternary();
       expect(")");
+      auto& m = const_cast<Node&>(*n);  // the span includes the parentheses
+      m.begin = t.pos;
+      m.end = last_end_;
       return n;
     }
     if (is_op("[")) {
-      ++at_;
+      advance();
       std::vector<NodeP> kids;
       if (!is_op("]")) {
         kids.push_back(ternary());
         while (is_op(",")) {
-          ++at_;
+          advance();
           kids.push_back(ternary());
         }
       }
@@ -268,6 +278,7 @@ class Parser {
   std::string_view src_;
   std::vector<Token> toks_;
   size_t at_ = 0;
+  size_t last_end_ = 0;
 };
 
 class Evaluator {
@@ -283,9 +294,15 @@ class Evaluator {
         return *v;
       }
       case Node::Member: {
+        // A dotted name ("constants.workgroupSize") is offered to the lookup
+        // whole first, so the caller can compute it lazily.
+        const std::string path = path_of(n);
+        if (!path.empty() && lookup_)
+          if (auto v = lookup_(path)) return *v;
         json obj = eval(*n.kids[0]);
         if (!obj.is_object() || !obj.contains(n.text))
-          expr_error(src_, n.pos, "no member '" + n.text + "'");
+          expr_error(src_, path.empty() ? n.pos : n.begin,
+                     path.empty() ? "no member '" + n.text + "'" : "unknown name '" + path + "'");
         return obj[n.text];
       }
       case Node::Index: {
@@ -443,6 +460,29 @@ void collect_names(const Node& n, std::set<std::string>& out) {
   }
 }
 
+void collect_paths(const Node& n, std::map<std::string, size_t>& out) {
+  if (const std::string p = path_of(n); !p.empty()) {
+    out.emplace(p, n.begin);
+    return;
+  }
+  for (size_t i = 0; i < n.kids.size(); ++i) {
+    if (n.kind == Node::Call && i == 0) {  // f(x) reads no f; obj.f(x) reads obj
+      if (n.kids[0]->kind == Node::Member) collect_paths(*n.kids[0]->kids[0], out);
+      continue;
+    }
+    collect_paths(*n.kids[i], out);
+  }
+}
+
+void collect_and_terms(const Node& n, const std::string& src, std::vector<std::string>& out) {
+  if (n.kind == Node::Binary && n.text == "and") {
+    collect_and_terms(*n.kids[0], src, out);
+    collect_and_terms(*n.kids[1], src, out);
+  } else {
+    out.push_back(src.substr(n.begin, n.end - n.begin));
+  }
+}
+
 }  // namespace
 
 Expr Expr::parse(std::string_view source) {
@@ -459,6 +499,18 @@ double Expr::eval_number(const Lookup& lookup) const {
   const double v = ev.number(ev.eval(*root_), 0);
   if (!std::isfinite(v)) expr_error(source_, 0, "the value is not finite");
   return v;
+}
+
+std::map<std::string, size_t> Expr::paths() const {
+  std::map<std::string, size_t> out;
+  collect_paths(*root_, out);
+  return out;
+}
+
+std::vector<std::string> Expr::and_terms() const {
+  std::vector<std::string> out;
+  collect_and_terms(*root_, source_, out);
+  return out;
 }
 
 std::set<std::string> Expr::names() const {

@@ -13,7 +13,10 @@
 //
 // Values are JSON values (numbers are doubles). Names resolve through a
 // caller-supplied lookup, so the caller decides what exists and may compute
-// values lazily. Errors are bonfire::Error(BadGraph) naming the expression
+// values lazily. A dotted name (`constants.X`, `device.limits.Y`) is offered
+// to the lookup whole first ("constants.X"); when it answers nullopt the
+// base is looked up and the member taken from it. A name or dotted name
+// nobody defines is an error naming it ("unknown name 'attrs.foo'"). Errors are bonfire::Error(BadGraph) naming the expression
 // and the character position.
 //
 // softplus(x) is log(1 + exp(x)), and x itself above 20 (torch's threshold);
@@ -28,6 +31,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -51,6 +55,15 @@ class Expr {
   double eval_number(const Lookup& lookup) const;  // throws unless a finite number
   // Top-level names the expression reads (not members or function names).
   std::set<std::string> names() const;
+  // Names and dotted names the expression reads, as written: "a",
+  // "attrs.k", "device.limits.maxBufferSize"; `device.features.has("x")`
+  // reads "device.features" (function and method names are not read). Each
+  // with the character offset (0-based) where it first appears.
+  std::map<std::string, size_t> paths() const;
+  // The operands of the top-level `and` chain, as source text, in order
+  // ("a and (b or c) and d" → "a", "(b or c)", "d"); one item, the whole
+  // source, when the expression is not an `and`.
+  std::vector<std::string> and_terms() const;
   const std::string& source() const { return source_; }
   // The numeric program for variables `vars` (variable i is vars[i]). Throws
   // Error(BadGraph) with the position of an unknown name or of anything that

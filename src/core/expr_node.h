@@ -19,6 +19,7 @@ struct Expr::Node {
   std::string text;     // Name, Member (member name), Unary/Binary (operator)
   std::vector<std::shared_ptr<const Node>> kids;
   size_t pos = 0;       // character offset, for errors
+  size_t begin = 0, end = 0;  // the source text the node was parsed from: [begin, end)
 };
 
 namespace expr_detail {
@@ -38,6 +39,15 @@ inline double fn_pow2ceil(double x) {
   return p;
 }
 inline double fn_mod(double x, double y) { return x - std::floor(x / y) * y; }  // follows the divisor's sign
+
+// "a.b.c" for a member chain rooted at a name (a Name is its own path);
+// empty for anything else.
+inline std::string path_of(const Node& n) {
+  if (n.kind == Node::Name) return n.text;
+  if (n.kind != Node::Member) return {};
+  std::string base = path_of(*n.kids[0]);
+  return base.empty() ? base : base + "." + n.text;
+}
 
 [[noreturn]] inline void expr_error(std::string_view src, size_t pos, const std::string& what) {
   throw Error(ErrorCode::BadGraph,
