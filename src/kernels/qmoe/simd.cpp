@@ -1,0 +1,289 @@
+// The QMoE inner loops, compiled by Highway once per instruction-set target;
+// the best one the CPU supports is picked on the first call.
+//
+// Activations stay f32: ORT 1.30 dequantizes the expert weights to f32 and
+// multiplies in f32 (MLAS SGEMM), so an integer dot product would need the
+// activations quantized and could not give ORT's numbers. The weights widen
+// to f32 lanes a vector at a time instead: q - midpoint is exact in f32, a
+// block's sum is scaled once, and the activations are read as stored.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/qmoe/simd.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/qmoe/qmoe.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace bonfire::kernels::qmoe {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void PrepareX(int bits, const float* x, int64_t n, float* out) {
+  if (bits == 8) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i];
+    return;
+  }
+  const int64_t half = n / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    out[i] = x[2 * i];
+    out[half + i] = x[2 * i + 1];
+  }
+}
+
+// Dots of rows [r0, r0 + nr) with NX prepared activation vectors. A block's
+// bytes are a whole number of vectors (the caller picks D so), except in a
+// column-wise row, whose tail runs scalar.
+template <int NX, class D>
+void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, float* out,
+             int64_t ldo) {
+  using V = hn::Vec<D>;
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<uint8_t, D> d8;
+  const int64_t N = hn::Lanes(d);
+  const bool four = w.bits == 4;
+  const int64_t row_vals = four ? w.cols / 2 : w.cols;  // bytes a row
+  const int64_t bb = row_vals / w.scale_blocks;          // bytes a block
+  const int64_t odd = four ? row_vals : 0;               // where x's odd columns start
+  const auto mask = hn::Set(di, 15), mid = hn::Set(di, w.midpoint);
+  const int midpoint = w.midpoint;
+
+  for (int64_t i = 0; i < nr; ++i) {
+    const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
+    const float* sc = w.scales + (r0 + i) * w.scale_blocks;
+    V acc[NX];
+    float tail[NX];
+    HWY_UNROLL(4)
+    for (int m = 0; m < NX; ++m) acc[m] = hn::Zero(d), tail[m] = 0.0f;
+    for (int64_t b = 0; b < w.scale_blocks; ++b) {
+      const int64_t base = b * bb;
+      const uint8_t* p = row + base;
+      V s0[NX], s1[NX];
+      HWY_UNROLL(4)
+      for (int m = 0; m < NX; ++m) s0[m] = hn::Zero(d), s1[m] = hn::Zero(d);
+      int64_t j = 0;
+      if (four) {
+        for (; j + N <= bb; j += N) {
+          const auto q = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j)));
+          const V lo = hn::ConvertTo(d, hn::Sub(hn::And(q, mask), mid));
+          const V hi = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(q), mid));
+          HWY_UNROLL(4)
+          for (int m = 0; m < NX; ++m) {
+            const float* x = xs + m * ldx + base + j;
+            s0[m] = hn::MulAdd(lo, hn::LoadU(d, x), s0[m]);
+            s1[m] = hn::MulAdd(hi, hn::LoadU(d, x + odd), s1[m]);
+          }
+        }
+      } else {
+        // Two vectors a step into separate sums: one chain would wait on
+        // each FMA's latency.
+        for (; j + 2 * N <= bb; j += 2 * N) {
+          const V w0 = hn::ConvertTo(d, hn::Sub(hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j))), mid));
+          const V w1 = hn::ConvertTo(d, hn::Sub(hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j + N))), mid));
+          HWY_UNROLL(4)
+          for (int m = 0; m < NX; ++m) {
+            const float* x = xs + m * ldx + base + j;
+            s0[m] = hn::MulAdd(w0, hn::LoadU(d, x), s0[m]);
+            s1[m] = hn::MulAdd(w1, hn::LoadU(d, x + N), s1[m]);
+          }
+        }
+        for (; j + N <= bb; j += N) {
+          const V w0 = hn::ConvertTo(d, hn::Sub(hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j))), mid));
+          HWY_UNROLL(4)
+          for (int m = 0; m < NX; ++m) s0[m] = hn::MulAdd(w0, hn::LoadU(d, xs + m * ldx + base + j), s0[m]);
+        }
+      }
+      const V scale = hn::Set(d, sc[b]);
+      HWY_UNROLL(4)
+      for (int m = 0; m < NX; ++m) acc[m] = hn::MulAdd(hn::Add(s0[m], s1[m]), scale, acc[m]);
+      if (j < bb) {
+        HWY_UNROLL(4)
+        for (int m = 0; m < NX; ++m) {
+          const float* x = xs + m * ldx + base;
+          float t = 0.0f;
+          for (int64_t k = j; k < bb; ++k) {
+            if (four)
+              t += (float)((p[k] & 15) - midpoint) * x[k] + (float)((p[k] >> 4) - midpoint) * x[k + odd];
+            else
+              t += (float)(p[k] - midpoint) * x[k];
+          }
+          tail[m] += sc[b] * t;
+        }
+      }
+    }
+    HWY_UNROLL(4)
+    for (int m = 0; m < NX; ++m) out[m * ldo + i] = hn::GetLane(hn::SumOfLanes(d, acc[m])) + tail[m];
+  }
+}
+
+template <class D>
+void DotRowsN(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
+              int64_t ldo) {
+  switch (nx) {
+    case 1: return DotRows<1>(d, w, r0, nr, xs, ldx, out, ldo);
+    case 2: return DotRows<2>(d, w, r0, nr, xs, ldx, out, ldo);
+    case 3: return DotRows<3>(d, w, r0, nr, xs, ldx, out, ldo);
+    default: return DotRows<4>(d, w, r0, nr, xs, ldx, out, ldo);
+  }
+}
+
+void QGemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
+           int64_t ldo) {
+  const int64_t bb = (w.bits == 4 ? w.cols / 2 : w.cols) / w.scale_blocks;
+  const hn::ScalableTag<float> d;
+  // Block-wise rows need whole vectors in a block: 8 bytes for 4-bit blocks
+  // of 16, less than an AVX-512 vector.
+  if (w.scale_blocks == 1 || bb >= (int64_t)hn::Lanes(d)) return DotRowsN(d, w, r0, nr, xs, ldx, nx, out, ldo);
+  const hn::CappedTag<float, 8> d8;
+  if (bb >= (int64_t)hn::Lanes(d8)) return DotRowsN(d8, w, r0, nr, xs, ldx, nx, out, ldo);
+  const hn::CappedTag<float, 4> d4;
+  DotRowsN(d4, w, r0, nr, xs, ldx, nx, out, ldo);
+}
+
+// Rows to f32 exactly as ORT dequantizes: (float)(q - midpoint) * scale.
+void DequantRows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const hn::Rebind<uint16_t, decltype(d)> d16;
+  const hn::Repartition<uint8_t, decltype(d16)> d8x2;
+  const int64_t N = hn::Lanes(d);
+  const int64_t cols = w.cols, bc = cols / w.scale_blocks;  // columns a block
+  const auto mid = hn::Set(di, w.midpoint);
+  std::vector<uint8_t> nib(w.bits == 4 ? cols + 2 * N : 0);
+  for (int64_t i = 0; i < nr; ++i) {
+    const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
+    const float* sc = w.scales + (r0 + i) * w.scale_blocks;
+    float* o = out + i * cols;
+    const uint8_t* q8 = row;
+    if (w.bits == 4) {
+      // Bytes to one nibble a byte in column order: in a u16 lane the low
+      // nibble goes to the low byte and the high nibble to the high byte.
+      const int64_t half = cols / 2;
+      int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR  // one lane cannot be split in two
+      for (; j + N <= half; j += N) {
+        const auto v = hn::PromoteTo(d16, hn::LoadU(d8, row + j));
+        const auto n = hn::Or(hn::And(v, hn::Set(d16, 15)), hn::ShiftLeft<8>(hn::ShiftRight<4>(v)));
+        hn::StoreU(hn::BitCast(d8x2, n), d8x2, nib.data() + 2 * j);
+      }
+#else
+      (void)d8x2;
+#endif
+      for (; j < half; ++j) {
+        nib[2 * j] = row[j] & 15;
+        nib[2 * j + 1] = row[j] >> 4;
+      }
+      q8 = nib.data();
+    }
+    for (int64_t b = 0; b < w.scale_blocks; ++b) {
+      const float s = sc[b];
+      const auto scale = hn::Set(d, s);
+      int64_t c = b * bc;
+      const int64_t end = c + bc;
+      for (; c + N <= end; c += N) {
+        const auto q = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, q8 + c)));
+        hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::Sub(q, mid)), scale), d, o + c);
+      }
+      for (; c < end; ++c) o[c] = (float)((int)q8[c] - w.midpoint) * s;
+    }
+  }
+}
+
+// C[m * ldc + r] = A_m · B_r for an MR x NR block: vectors run along K, one
+// accumulator per (m, r), reduced once at the end. 4 x 4 keeps 16 sums and
+// 8 operands in AVX-512's 32 registers; AVX2 has 16, so 2 x 4 there.
+template <int MR, int NR, class D>
+HWY_INLINE void GemmBlock(D d, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C,
+                          int64_t ldc) {
+  using V = hn::Vec<D>;
+  const int64_t N = hn::Lanes(d);
+  V acc[MR][NR];
+  HWY_UNROLL(4)
+  for (int m = 0; m < MR; ++m)
+    HWY_UNROLL(4)
+    for (int r = 0; r < NR; ++r) acc[m][r] = hn::Zero(d);
+  int64_t k = 0;
+  for (; k + N <= K; k += N) {
+    V b[NR];
+    HWY_UNROLL(4)
+    for (int r = 0; r < NR; ++r) b[r] = hn::LoadU(d, B + r * ldb + k);
+    HWY_UNROLL(4)
+    for (int m = 0; m < MR; ++m) {
+      const V a = hn::LoadU(d, A + m * lda + k);
+      HWY_UNROLL(4)
+      for (int r = 0; r < NR; ++r) acc[m][r] = hn::MulAdd(a, b[r], acc[m][r]);
+    }
+  }
+  HWY_UNROLL(4)
+  for (int m = 0; m < MR; ++m)
+    HWY_UNROLL(4)
+    for (int r = 0; r < NR; ++r) {
+      float t = 0.0f;
+      for (int64_t j = k; j < K; ++j) t += A[m * lda + j] * B[r * ldb + j];
+      C[m * ldc + r] = hn::GetLane(hn::SumOfLanes(d, acc[m][r])) + t;
+    }
+}
+
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kGemmMR = 4;
+#else
+constexpr int kGemmMR = 2;
+#endif
+constexpr int kGemmNR = 4;
+
+template <int MR, class D>
+HWY_INLINE void GemmRowsN(D d, int nr, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K,
+                          float* C, int64_t ldc) {
+  switch (nr) {
+    case 4: return GemmBlock<MR, 4>(d, A, lda, B, ldb, K, C, ldc);
+    case 3: return GemmBlock<MR, 3>(d, A, lda, B, ldb, K, C, ldc);
+    case 2: return GemmBlock<MR, 2>(d, A, lda, B, ldb, K, C, ldc);
+    default: return GemmBlock<MR, 1>(d, A, lda, B, ldb, K, C, ldc);
+  }
+}
+
+// C [M, R] = A [M, K] · B [R, K]^T, all f32, row strides lda, ldb, ldc. Each
+// group of NR rows of B is used for every group of MR rows of A while it is
+// in cache.
+void GemmNT(const float* A, int64_t M, int64_t lda, const float* B, int64_t R, int64_t ldb, int64_t K, float* C,
+            int64_t ldc) {
+  const hn::ScalableTag<float> d;
+  for (int64_t r0 = 0; r0 < R; r0 += kGemmNR) {
+    const int nr = (int)std::min<int64_t>(kGemmNR, R - r0);
+    int64_t m0 = 0;
+    for (; m0 + kGemmMR <= M; m0 += kGemmMR)
+      GemmRowsN<kGemmMR>(d, nr, A + m0 * lda, lda, B + r0 * ldb, ldb, K, C + m0 * ldc + r0, ldc);
+    for (; m0 < M; ++m0) GemmRowsN<1>(d, nr, A + m0 * lda, lda, B + r0 * ldb, ldb, K, C + m0 * ldc + r0, ldc);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bonfire::kernels::qmoe
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace bonfire::kernels::qmoe {
+HWY_EXPORT(PrepareX);
+HWY_EXPORT(QGemv);
+HWY_EXPORT(DequantRows);
+HWY_EXPORT(GemmNT);
+
+void prepare_x(int bits, const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(PrepareX)(bits, x, n, out); }
+void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
+           int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(QGemv)(w, r0, nr, xs, ldx, nx, out, ldo);
+}
+void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
+  HWY_DYNAMIC_DISPATCH(DequantRows)(w, r0, nr, out);
+}
+void gemm_nt(const float* a, int64_t m, int64_t lda, const float* b, int64_t r, int64_t ldb, int64_t k, float* c,
+             int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmNT)(a, m, lda, b, r, ldb, k, c, ldc);
+}
+}  // namespace bonfire::kernels::qmoe
+#endif

@@ -1,0 +1,129 @@
+// Every committed ONNX Runtime case (goldens/qmoe/cases/*, written by
+// scripts/qmoe/gen_cases.py with onnxruntime-node 1.30.0) through the kernel
+// package runtime on the CPU device: the variant the package selects, and
+// then every other variant a CPU can run forced on the same call, each
+// against ORT's output; and every case that expects an error refused with
+// the attribute named.
+//
+// Tolerance: |got - ORT| <= 1e-5 * max|ORT| + 1e-5 * |ORT| per case. Both
+// sides accumulate in f32 over the same dequantized weights (ORT: MLAS SGEMM
+// over scale * (q - midpoint); bonfire: the same values, summed in another
+// order), so they differ by float rounding only: about sqrt(n) * 2^-24 of
+// the magnitudes summed, n <= 2048 here. The worst error measured is printed
+// (QMOE_WORST cases) and is ~1e-7 of the output scale.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "kernels/case_dir.h"
+#include "kernels/check.h"
+#include "kernels/device.h"
+#include "kernels/package.h"
+#include "kernels/runtime.h"
+
+namespace bonfire::kernels {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Package& qmoe_package() {
+  static const Package p = load_package(std::string(BONFIRE_SOURCE_DIR) + "/spec/kernels/qmoe.json");
+  return p;
+}
+
+std::vector<fs::path> case_dirs() {
+  std::vector<fs::path> dirs;
+  const fs::path root = fs::path(BONFIRE_SOURCE_DIR) / "goldens" / "qmoe" / "cases";
+  if (!fs::exists(root)) return dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (fs::exists(e.path() / "case.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+struct Worst {
+  double rel = 0;  // |got - want| / max|want|
+  std::string where;
+};
+
+// got against want: the worst error relative to the output's scale.
+::testing::AssertionResult matches(const Buffer& got, const Buffer& want, double rel_tol, Worst& worst,
+                                   const std::string& what) {
+  if (got.numel() != want.numel() || got.dtype != "float32" || want.dtype != "float32")
+    return ::testing::AssertionFailure() << what << ": output is " << got.dtype << " x" << got.numel();
+  const float* g = got.as<float>();
+  const float* w = want.as<float>();
+  double scale = 1e-30;
+  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, (double)std::fabs(w[i]));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (std::isnan(w[i]) != std::isnan(g[i]))
+      return ::testing::AssertionFailure() << what << ": element " << i << " is " << g[i] << ", ORT " << w[i];
+    if (std::isnan(w[i])) continue;
+    const double err = std::fabs((double)g[i] - w[i]);
+    if (!(err <= rel_tol * scale + rel_tol * std::fabs(w[i])))
+      return ::testing::AssertionFailure() << what << ": element " << i << " is " << g[i] << ", ORT " << w[i]
+                                           << " (output scale " << scale << ")";
+    if (err / scale > worst.rel) worst = {err / scale, what};
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(QmoeCases, EveryCommittedCaseMatchesOrtOnEveryCpuVariant) {
+  const auto dirs = case_dirs();
+  if (dirs.empty()) GTEST_SKIP() << "no goldens/qmoe/cases";
+  set_num_threads(2);
+  const Package& pkg = qmoe_package();
+  const Device& cpu = cpu_device();
+  Worst worst;
+  int outputs = 0, refusals = 0, runs = 0;
+  for (const fs::path& dir : dirs) {
+    const std::string name = dir.filename().string();
+    const CaseDir c = load_case(dir.string());
+    if (c.expected_error) {
+      std::map<std::string, Buffer> buffers = c.inputs;
+      try {
+        run_op(pkg, c.attrs, buffers, cpu);
+        ADD_FAILURE() << name << ": ran, but the case expects a refusal naming " << *c.expected_error;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(*c.expected_error), std::string::npos)
+            << name << ": the refusal does not name " << *c.expected_error << ": " << e.what();
+      }
+      ++refusals;
+      continue;
+    }
+    ASSERT_EQ(c.expected_outputs.count("output"), 1u) << name;
+    const Buffer& want = c.expected_outputs.at("output");
+
+    // The variant the package selects on the CPU device.
+    std::map<std::string, Buffer> buffers = c.inputs;
+    RunReport r;
+    ASSERT_NO_THROW(r = run_op(pkg, c.attrs, buffers, cpu)) << name;
+    EXPECT_TRUE(matches(buffers.at("output"), want, 1e-5, worst, name + " (" + r.variant + ", selected)"));
+    ++outputs, ++runs;
+
+    // Every other variant whose device requirements a CPU meets, forced.
+    Problem problem = problem_of(c.attrs, c.inputs);
+    const Bound bound = check_problem(pkg, problem, cpu);
+    const bool zero_inter = c.inputs.at("fc1_experts_weights").shape[1] == 0;
+    for (int v = 0; v < (int)pkg.variants.size(); ++v) {
+      const std::string& id = pkg.variants[v].id;
+      if (id == r.variant || (id == "quant_zero_inter") != zero_inter) continue;
+      if (!unmet_requirement(pkg.variants[v], cpu).is_null()) continue;
+      std::map<std::string, Buffer> forced = c.inputs;
+      ASSERT_NO_THROW(run_variant(pkg, bound, cpu, v, forced)) << name << " " << id;
+      EXPECT_TRUE(matches(forced.at("output"), want, 1e-5, worst, name + " (" + id + ", forced)"));
+      ++runs;
+    }
+  }
+  std::printf("QMOE_WORST cases: %d outputs (%d runs), %d refusals; worst |error| / max|ORT output| = %.3g (%s)\n",
+              outputs, runs, refusals, worst.rel, worst.where.c_str());
+}
+
+}  // namespace
+}  // namespace bonfire::kernels
