@@ -4,7 +4,7 @@
 // experts, top 4) and OLMoE-1B-7B's (2048, 1024, 64, top 8), 4-bit block 32,
 // interleaved SwiGLU, at T = 1 (decode) and T = 512 (prefill).
 //
-//   build/qmoe_bench [--threads 2] [--reps N] [--cases DIR] [--no-ort]
+//   build/qmoe_bench [--threads 2] [--reps N] [--cases DIR] [--no-ort] [--only SUBSTRING]
 //
 // The cases are the ones `scripts/qmoe/gen_cases.py --bench DIR` writes
 // (bench_{qwen,olmoe}_t{1,512}: inputs, ORT's output, model.onnx and
@@ -137,7 +137,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 0;
-  std::string cases;
+  std::string cases, only;
   bool ort = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -145,8 +145,9 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--cases" && i + 1 < argc) cases = argv[++i];
     else if (a == "--no-ort") ort = false;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: qmoe_bench [--threads N] [--reps N] [--cases DIR] [--no-ort]\n");
+      std::fprintf(stderr, "usage: qmoe_bench [--threads N] [--reps N] [--cases DIR] [--no-ort] [--only SUBSTRING]\n");
       return 2;
     }
   }
@@ -178,6 +179,7 @@ int main(int argc, char** argv) {
   std::printf("%-16s %-22s %9s %9s %8s | %11s %8s %11s %8s | %7s\n", "case", "bonfire variant", "weightMB",
               "ms", "GB/s", "ORT inputs", "GB/s", "ORT const", "GB/s", "speedup");
   for (const Shape& s : kShapes) {
+    if (case_name(s).find(only) == std::string::npos) continue;
     const fs::path dir = cases.empty() ? fs::path() : fs::path(cases) / case_name(s);
     const bool from_dir = !dir.empty() && fs::exists(dir / "case.json");
     CaseDir c = from_dir ? load_case(dir.string()) : synthesize(s);

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <hwy/targets.h>
+
 #include "core/threads.h"
 #include "kernels/pass.h"
 
@@ -415,6 +417,38 @@ TEST(QmoePasses, OddShapesAndLargeGroups) {
     const auto want = reference(s, d);
     for (const auto& v : kVariants) EXPECT_TRUE(close(run_variant(s, d, v), want)) << v << ": " << s.name();
   }
+}
+
+// The SIMD kernels of every instruction set the build compiled and this CPU
+// runs (AVX-512 and AVX2 kernels differ in their register blocking), on a
+// part of the matrix.
+TEST(QmoePasses, EverySimdTargetGivesTheReferenceNumbers) {
+  set_num_threads(2);
+  uint32_t seed = 900;
+  std::string names;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    names += std::string(" ") + hwy::TargetName(target);
+    for (int bits : {4, 8})
+      for (int64_t block : {0, 16, 32, 128})
+        for (const char* act : {"relu", "swiglu"}) {
+          Spec s;
+          s.bits = bits;
+          s.block = block;
+          s.act = act;
+          if (s.swiglu()) s.limit = 0.6f;
+          s.k = 2;
+          s.tokens = 40;
+          s.experts = 4;
+          if (!block) s.hidden = 136, s.inter = 40;  // rows that end in part of a vector
+          const Data d = make_data(s, seed++);
+          const auto want = reference(s, d);
+          for (const auto& v : kVariants)
+            EXPECT_TRUE(close(run_variant(s, d, v), want)) << hwy::TargetName(target) << " " << v << ": " << s.name();
+        }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  std::printf("QMOE targets:%s\n", names.c_str());
 }
 
 TEST(QmoePasses, ZeroInterGivesZeros) {

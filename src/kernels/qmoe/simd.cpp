@@ -16,6 +16,10 @@
 
 #include "kernels/qmoe/qmoe.h"
 
+// A lambda the compiler must inline (its arrays of vectors then stay in
+// registers).
+#define HWY_INLINE_LAMBDA __attribute__((always_inline))
+
 HWY_BEFORE_NAMESPACE();
 namespace bonfire::kernels::qmoe {
 namespace HWY_NAMESPACE {
@@ -54,11 +58,13 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
     const float* sc = w.scales + (r0 + i) * w.scale_blocks;
-    V acc[NX];
     float tail[NX];
     HWY_UNROLL(4)
-    for (int m = 0; m < NX; ++m) acc[m] = hn::Zero(d), tail[m] = 0.0f;
-    for (int64_t b = 0; b < w.scale_blocks; ++b) {
+    for (int m = 0; m < NX; ++m) tail[m] = 0.0f;
+    // Block b's scaled sum goes into acc[m]: two sets of sums for even and
+    // odd blocks, as a block of 32 4-bit columns is a single vector step and
+    // one chain would wait on each scale FMA's latency.
+    const auto block = [&](int64_t b, V* acc) HWY_INLINE_LAMBDA {
       const int64_t base = b * bb;
       const uint8_t* p = row + base;
       V s0[NX], s1[NX];
@@ -78,8 +84,7 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
           }
         }
       } else {
-        // Two vectors a step into separate sums: one chain would wait on
-        // each FMA's latency.
+        // Two vectors a step into separate sums, for the same reason.
         for (; j + 2 * N <= bb; j += 2 * N) {
           const V w0 = hn::ConvertTo(d, hn::Sub(hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j))), mid));
           const V w1 = hn::ConvertTo(d, hn::Sub(hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j + N))), mid));
@@ -99,8 +104,7 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
       const V scale = hn::Set(d, sc[b]);
       HWY_UNROLL(4)
       for (int m = 0; m < NX; ++m) acc[m] = hn::MulAdd(hn::Add(s0[m], s1[m]), scale, acc[m]);
-      if (j < bb) {
-        HWY_UNROLL(4)
+      if (j < bb) {  // column-wise rows only
         for (int m = 0; m < NX; ++m) {
           const float* x = xs + m * ldx + base;
           float t = 0.0f;
@@ -113,9 +117,122 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
           tail[m] += sc[b] * t;
         }
       }
-    }
+    };
+    V even[NX], odd_acc[NX];
     HWY_UNROLL(4)
-    for (int m = 0; m < NX; ++m) out[m * ldo + i] = hn::GetLane(hn::SumOfLanes(d, acc[m])) + tail[m];
+    for (int m = 0; m < NX; ++m) even[m] = hn::Zero(d), odd_acc[m] = hn::Zero(d);
+    int64_t b = 0;
+    for (; b + 2 <= w.scale_blocks; b += 2) {
+      block(b, even);
+      block(b + 1, odd_acc);
+    }
+    if (b < w.scale_blocks) block(b, even);
+    HWY_UNROLL(4)
+    for (int m = 0; m < NX; ++m)
+      out[m * ldo + i] = hn::GetLane(hn::SumOfLanes(d, hn::Add(even[m], odd_acc[m]))) + tail[m];
+  }
+}
+
+// Block-wise rows whose blocks are exactly VPB vectors (the common case:
+// 4-bit blocks of 32 are one AVX-512 vector): straight-line code, even and
+// odd steps into separate sums, each block's sum scaled into one of two
+// accumulators that alternate, so no chain waits on one FMA after another.
+template <int NX, int VPB, bool FOUR, class D>
+void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, float* out,
+                    int64_t ldo) {
+  using V = hn::Vec<D>;
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<uint8_t, D> d8;
+  const int64_t N = hn::Lanes(d);
+  const int64_t row_vals = FOUR ? w.cols / 2 : w.cols;
+  const int64_t blocks = w.scale_blocks, bb = row_vals / blocks;  // bb == VPB * N
+  const int64_t odd = FOUR ? row_vals : 0;
+  const auto mask = hn::Set(di, 15), mid = hn::Set(di, w.midpoint);
+  for (int64_t i = 0; i < nr; ++i) {
+    const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
+    const float* sc = w.scales + (r0 + i) * blocks;
+    const auto block = [&](int64_t b, V* acc) HWY_INLINE_LAMBDA {
+      const int64_t base = b * bb;
+      V s0[NX], s1[NX];
+      HWY_UNROLL(8)
+      for (int v = 0; v < VPB; ++v) {
+        const int64_t j = base + v * N;
+        const auto q = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, row + j)));
+        if constexpr (FOUR) {
+          const V lo = hn::ConvertTo(d, hn::Sub(hn::And(q, mask), mid));
+          const V hi = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(q), mid));
+          HWY_UNROLL(4)
+          for (int m = 0; m < NX; ++m) {
+            const float* x = xs + m * ldx + j;
+            if (v == 0) s0[m] = hn::Mul(lo, hn::LoadU(d, x)), s1[m] = hn::Mul(hi, hn::LoadU(d, x + odd));
+            else s0[m] = hn::MulAdd(lo, hn::LoadU(d, x), s0[m]), s1[m] = hn::MulAdd(hi, hn::LoadU(d, x + odd), s1[m]);
+          }
+        } else {
+          const V wv = hn::ConvertTo(d, hn::Sub(q, mid));
+          HWY_UNROLL(4)
+          for (int m = 0; m < NX; ++m) {
+            const V x = hn::LoadU(d, xs + m * ldx + j);
+            if (v == 0) s0[m] = hn::Mul(wv, x);
+            else if (v == 1) s1[m] = hn::Mul(wv, x);
+            else if (v % 2 == 0) s0[m] = hn::MulAdd(wv, x, s0[m]);
+            else s1[m] = hn::MulAdd(wv, x, s1[m]);
+          }
+        }
+      }
+      const V scale = hn::Set(d, sc[b]);
+      HWY_UNROLL(4)
+      for (int m = 0; m < NX; ++m) {
+        const V sum = (FOUR || VPB > 1) ? hn::Add(s0[m], s1[m]) : s0[m];
+        acc[m] = hn::MulAdd(sum, scale, acc[m]);
+      }
+    };
+    V even[NX], odd_acc[NX];
+    HWY_UNROLL(4)
+    for (int m = 0; m < NX; ++m) even[m] = hn::Zero(d), odd_acc[m] = hn::Zero(d);
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      block(b, even);
+      block(b + 1, odd_acc);
+    }
+    if (b < blocks) block(b, even);
+    HWY_UNROLL(4)
+    for (int m = 0; m < NX; ++m) out[m * ldo + i] = hn::GetLane(hn::SumOfLanes(d, hn::Add(even[m], odd_acc[m])));
+  }
+}
+
+template <int VPB, bool FOUR, class D>
+void DotRowsBlockedN(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
+                     int64_t ldo) {
+  switch (nx) {
+    case 1: return DotRowsBlocked<1, VPB, FOUR>(d, w, r0, nr, xs, ldx, out, ldo);
+    case 2: return DotRowsBlocked<2, VPB, FOUR>(d, w, r0, nr, xs, ldx, out, ldo);
+    case 3: return DotRowsBlocked<3, VPB, FOUR>(d, w, r0, nr, xs, ldx, out, ldo);
+    default: return DotRowsBlocked<4, VPB, FOUR>(d, w, r0, nr, xs, ldx, out, ldo);
+  }
+}
+
+// The blocked kernel when a block is 1, 2, 4 or 8 vectors of D; false if not.
+template <class D>
+bool TryBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
+                int64_t ldo) {
+  const int64_t bb = (w.bits == 4 ? w.cols / 2 : w.cols) / w.scale_blocks, N = hn::Lanes(d);
+  if (w.scale_blocks < 2 || bb % N != 0) return false;
+  const bool four = w.bits == 4;
+  switch (bb / N) {
+    case 1: four ? DotRowsBlockedN<1, true>(d, w, r0, nr, xs, ldx, nx, out, ldo)
+                 : DotRowsBlockedN<1, false>(d, w, r0, nr, xs, ldx, nx, out, ldo);
+      return true;
+    case 2: four ? DotRowsBlockedN<2, true>(d, w, r0, nr, xs, ldx, nx, out, ldo)
+                 : DotRowsBlockedN<2, false>(d, w, r0, nr, xs, ldx, nx, out, ldo);
+      return true;
+    case 4: four ? DotRowsBlockedN<4, true>(d, w, r0, nr, xs, ldx, nx, out, ldo)
+                 : DotRowsBlockedN<4, false>(d, w, r0, nr, xs, ldx, nx, out, ldo);
+      return true;
+    case 8: four ? DotRowsBlockedN<8, true>(d, w, r0, nr, xs, ldx, nx, out, ldo)
+                 : DotRowsBlockedN<8, false>(d, w, r0, nr, xs, ldx, nx, out, ldo);
+      return true;
+    default: return false;
   }
 }
 
@@ -136,8 +253,9 @@ void QGemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ld
   const hn::ScalableTag<float> d;
   // Block-wise rows need whole vectors in a block: 8 bytes for 4-bit blocks
   // of 16, less than an AVX-512 vector.
-  if (w.scale_blocks == 1 || bb >= (int64_t)hn::Lanes(d)) return DotRowsN(d, w, r0, nr, xs, ldx, nx, out, ldo);
   const hn::CappedTag<float, 8> d8;
+  if (TryBlocked(d, w, r0, nr, xs, ldx, nx, out, ldo) || TryBlocked(d8, w, r0, nr, xs, ldx, nx, out, ldo)) return;
+  if (w.scale_blocks == 1 || bb >= (int64_t)hn::Lanes(d)) return DotRowsN(d, w, r0, nr, xs, ldx, nx, out, ldo);
   if (bb >= (int64_t)hn::Lanes(d8)) return DotRowsN(d8, w, r0, nr, xs, ldx, nx, out, ldo);
   const hn::CappedTag<float, 4> d4;
   DotRowsN(d4, w, r0, nr, xs, ldx, nx, out, ldo);
