@@ -101,6 +101,10 @@ void add_features(const GraphNode& node, std::set<std::string>& out) {
   for (const auto& f : node.op->features) {
     bool used = f.always || (f.input >= 0 && (int)node.in.size() > f.input);
     for (const auto& p : f.params) {
+      if (!f.value.empty()) {  // used only for this value of the param
+        used = used || (node.params.contains(p) && node.params[p] == f.value);
+        continue;
+      }
       used = used || node.params.contains(p) ||
              std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == p; });
     }

@@ -169,7 +169,12 @@ Value lower_mla_attention(Lowerer& L) {
   return {L.emit("attention", {q.ref, k, v}, p), H * V};
 }
 
+// Experts packed in ONNX Runtime's QMoE layout: ir/lower_qmoe.cpp.
+bool moe_experts_qmoe(const json& experts);
+Value lower_moe_qmoe(Lowerer& L);
+
 Value lower_moe(Lowerer& L) {
+  if (moe_experts_qmoe(L.field("experts"))) return lower_moe_qmoe(L);
   const Value x = L.input(0);
   const int64_t E = L.int_field("n_experts", 1);
   const std::string logits = L.emit("matmul", {x.ref, L.weight(L.field("router").get<std::string>())},

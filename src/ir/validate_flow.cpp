@@ -446,8 +446,16 @@ void Flow::widths_and_weights(const std::vector<const Value*>& in, std::vector<V
       if (ne && t->numel() != *ne)
         bad_shape(".selection_bias", tname(n["selection_bias"]), *t, "selection_bias has n_experts = " + str(*ne) + " values");
     const json& ex = n["experts"];
+    // Experts packed in ONNX Runtime's QMoE layout (gate = up names one
+    // [E, 2I, C/pack] tensor, no {e}; ir/lower_qmoe.cpp): the moe op and the
+    // QMoE package check their shapes; here only the expert count.
+    const std::string g0 = ex.value("gate", ""), u0 = ex.value("up", "");
+    const bool qmoe = !g0.empty() && g0 == u0 && g0.find("{e}") == std::string::npos;
+    if (qmoe && c_.weights && ne)
+      if (const Tensor* t = tensor(g0, ".experts.gate", -1); t && (t->shape.size() != 3 || t->shape[0] != *ne))
+        bad_shape(".experts.gate", tname(g0, -1), *t, "QMoE fc1 weights are [n_experts = " + str(*ne) + ", 2I, width/pack]");
     // Past the store's size every expert is missing: stop there.
-    const int64_t experts = c_.weights && ne ? std::min<int64_t>(*ne, (int64_t)c_.weights->size() + 1) : 0;
+    const int64_t experts = !qmoe && c_.weights && ne ? std::min<int64_t>(*ne, (int64_t)c_.weights->size() + 1) : 0;
     for (int64_t e = 0; e < experts; ++e) {
       const std::string g = ex["gate"].get<std::string>(), u = ex["up"].get<std::string>(), d = ex["down"].get<std::string>();
       const Tensor* tg = tensor(g, ".experts.gate", e);

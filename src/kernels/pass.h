@@ -26,9 +26,16 @@ struct Buffer {
   std::string dtype;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;   // numel * element size
+  // An input may instead view bytes someone else owns (a graph's weight,
+  // src/kernels/graph_ops.cpp): then `bytes` is empty and passes read
+  // through as<T>(), never writing.
+  const uint8_t* view = nullptr;
+  size_t view_size = 0;
+
   int64_t numel() const;
-  template <class T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
-  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
+  size_t size_bytes() const { return view ? view_size : bytes.size(); }
+  template <class T> T* as() { return reinterpret_cast<T*>(view ? const_cast<uint8_t*>(view) : bytes.data()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(view ? view : bytes.data()); }
 };
 
 struct PassArgs {

@@ -6,9 +6,15 @@
 
 #include "core/error.h"
 #include "graph/limits.h"
+#include "kernels/graph_ops.h"
 #include "kernels/scope.h"
 
 namespace bonfire::kernels {
+
+// The QMoE graph ops (moe layout "qmoe", the qmoe extension op) are installed
+// into the op table's hook whenever the package runtime is linked in
+// (kernels/graph_ops.h): the ops layer cannot call this layer itself.
+[[maybe_unused]] static const bool kGraphOpsInstalled = (install_graph_ops(), true);
 
 using json = nlohmann::json;
 
@@ -137,8 +143,8 @@ RunReport run_variant(const Package& p, const Bound& bound, const Device& device
       throw Error(ErrorCode::BadGraph, t.role + ": the buffer is " + b.dtype + " " + json(b.shape).dump() +
                                            ", the checked call says " + bound.dtypes.at(t.role) + " " +
                                            json(bound.shapes.at(t.role)).dump());
-    if ((int64_t)b.bytes.size() != b.numel() * (int64_t)dtype_size(b.dtype))
-      throw Error(ErrorCode::BadGraph, t.role + ": " + std::to_string(b.bytes.size()) + " bytes, " + b.dtype + " " +
+    if ((int64_t)b.size_bytes() != b.numel() * (int64_t)dtype_size(b.dtype))
+      throw Error(ErrorCode::BadGraph, t.role + ": " + std::to_string(b.size_bytes()) + " bytes, " + b.dtype + " " +
                                            json(b.shape).dump() + " needs " +
                                            std::to_string(b.numel() * (int64_t)dtype_size(b.dtype)));
   }

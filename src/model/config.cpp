@@ -111,6 +111,16 @@ void read_moe(const json& j, ModelConfig& c) {
   c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, c.family == "mixtral");
   c.moe_layer_freq = get_int(j, {"decoder_sparse_step", "moe_layer_freq"}, 1, s);
   c.mlp_only_layers = id_list(find_key(j, {"mlp_only_layers"}));
+  // Experts packed in ONNX Runtime's QMoE layout (docs/QMOE.md).
+  if (const json* q = find_key(j, {"quantization_config"}); q && q->is_object() &&
+                                                            q->value("quant_method", json()) == "qmoe") {
+    c.expert_quant = "qmoe";
+    c.expert_quant_bits = get_int(*q, {"bits"}, 4, s);
+    c.expert_quant_block = get_int(*q, {"block_size"}, 0, s);
+    if (c.expert_quant_bits != 4 && c.expert_quant_bits != 8)
+      throw Error(ErrorCode::BadGraph, s + ": quantization_config.bits " + std::to_string(c.expert_quant_bits) +
+                                           " (qmoe experts are 4 or 8 bits)");
+  }
 }
 
 using FamilyFn = void (*)(const json&, ModelConfig&);

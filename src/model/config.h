@@ -70,6 +70,12 @@ struct ModelConfig {
   int64_t first_k_dense_replace = 0;
   int64_t moe_layer_freq = 1;  // decoder_sparse_step
   std::vector<int64_t> mlp_only_layers;
+  // Experts stored in ONNX Runtime's QMoE layout (config.json
+  // "quantization_config": {"quant_method": "qmoe", "bits", "block_size"};
+  // docs/QMOE.md): "qmoe", else empty. block 0 = column-wise scales.
+  std::string expert_quant;
+  int64_t expert_quant_bits = 0;
+  int64_t expert_quant_block = 0;
 
   // DeepSeek multi-head latent attention.
   int64_t q_lora_rank = 0;

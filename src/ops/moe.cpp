@@ -11,6 +11,7 @@
 
 #include "core/threads.h"
 #include "ops/gemm.h"
+#include "ops/moe_qmoe_internal.h"
 #include "ops/op.h"
 #include "ops/simd.h"
 
@@ -98,7 +99,12 @@ void check_weight(const std::vector<TensorDesc>& in, size_t i, const std::string
                                                   std::to_string(dtype_block(d.dtype)));
 }
 
+bool is_qmoe(const Params& p) { return p.str("layout", "separate") == "qmoe"; }
+
 Shape infer_moe(const std::vector<TensorDesc>& in, const Params& p) {
+  // An extension value (feature ext.moe.qmoe): ONNX Runtime's QMoE layout,
+  // run by the QMoE kernel package (ops/moe_qmoe.h).
+  if (is_qmoe(p)) return infer_moe_qmoe(in, p);
   check(in.size() >= 2, "moe takes x and the router logits");
   check_f32(in, 0, "moe: x");
   check_f32(in, 1, "moe: router logits");
@@ -297,6 +303,7 @@ void run_expert(const Expert& w, const MoeConfig& c, const float* xs, int64_t n,
 }
 
 void run_moe(const OpInputs& in, const Params& p, Tensor& out) {
+  if (is_qmoe(p)) return run_moe_qmoe(in, p, out);
   const Tensor& x = *in[0];
   const Tensor& logits = *in[1];
   const int64_t T = x.shape[0], C = x.shape[1], E = logits.shape[1];
@@ -362,6 +369,12 @@ void register_moe_ops(std::vector<OpDef>& ops) {
       {"groupTopK", ParamType::Number, true}, {"selectionBias", ParamType::Bool, true},
       {"layout", ParamType::String, true},    {"activation", ParamType::String, true},
   };
+  // Not in the manifest: layout "qmoe" (docs/PROTOCOL-EXTENSIONS.md).
+  FeatureDef q;
+  q.name = "ext.moe.qmoe";
+  q.params = {"layout"};
+  q.value = "qmoe";
+  d.features = {q};
   d.infer = infer_moe;
   d.run = run_moe;
   d.packed_inputs = ~0u << 2;  // expert weights; infer holds the selection bias to f32

@@ -29,11 +29,16 @@ struct ParamDef {
 // A node uses a feature when it sets one of `params`, or passes input
 // `input` (an optional input such as attention's bias), or always when
 // `always` is set (an extension op's own feature: the op itself).
+// With `value` set, the node uses the feature only when its (single) param
+// in `params` is that string: a param value that is itself an extension
+// (moe's layout "qmoe", feature ext.moe.qmoe). Such features are named `ext.`
+// and are not in the manifest (docs/PROTOCOL-EXTENSIONS.md).
 struct FeatureDef {
   std::string name;
   std::vector<std::string> params;
   int input = -1;
   bool always = false;
+  std::string value;
 };
 
 // A node's params after bind expressions were evaluated: every number-typed

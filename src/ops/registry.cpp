@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/moe_qmoe_internal.h"
 #include "ops/op.h"
 
 namespace bonfire {
@@ -26,6 +27,7 @@ void register_extension_ops(std::vector<OpDef>& ops) {
   std::vector<OpDef> ext;
   register_ext_scan_ops(ext);
   register_ext_expr_ops(ext);
+  register_ext_qmoe_ops(ext);  // ops/moe_qmoe.cpp
   for (auto& op : ext) {
     op.extension = true;
     ops.push_back(std::move(op));

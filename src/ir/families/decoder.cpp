@@ -164,9 +164,10 @@ class Block {
   }
 
   void moe(const std::string& in, const json& on) {
+    const std::string sfx = s_.experts_qmoe ? "" : ".weight";
     json m = {{"op", "moe_ffn"}, {"in", {in}}, {"out", "f"}, {"router", s_.layer + s_.router + ".weight"},
-              {"experts", {{"gate", s_.layer + s_.expert_gate + ".weight"}, {"up", s_.layer + s_.expert_up + ".weight"},
-                           {"down", s_.layer + s_.expert_down + ".weight"}}},
+              {"experts", {{"gate", s_.layer + s_.expert_gate + sfx}, {"up", s_.layer + s_.expert_up + sfx},
+                           {"down", s_.layer + s_.expert_down + sfx}}},
               {"n_experts", s_.n_experts}, {"top_k", s_.top_k}, {"gate_norm", s_.renorm ? "renorm" : "raw"},
               {"activation", "silu"}, {"scoring", s_.scoring}};
     if (!s_.selection_bias.empty()) m["selection_bias"] = s_.layer + s_.selection_bias;

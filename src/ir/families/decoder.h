@@ -72,6 +72,10 @@ struct DecoderSpec {
   // Mixture of experts on the layers where moe_layer[l] holds.
   std::vector<bool> moe_layer;
   std::string router, expert_gate, expert_up, expert_down;  // expert names hold {e}
+  // Experts packed in ONNX Runtime's QMoE layout: expert_gate = expert_up
+  // names the fc1 tensor, expert_down the fc2 tensor, full names (no {e},
+  // no ".weight"); the lowering emits moe layout "qmoe" (docs/QMOE.md).
+  bool experts_qmoe = false;
   int64_t n_experts = 0, top_k = 0;
   bool renorm = false;
   std::string scoring = "softmax", selection_bias;

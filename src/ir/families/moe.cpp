@@ -28,6 +28,15 @@ json moe_ir(const ModelConfig& c) {
     s.expert_up = "mlp.experts.{e}.up_proj";
     s.expert_down = "mlp.experts.{e}.down_proj";
   }
+  if (c.expert_quant == "qmoe") {
+    // ONNX Runtime GenAI's int4 QMoE layout (docs/QMOE.md): one fc1 tensor
+    // (gate and up rows interleaved) and one fc2 tensor per layer, with
+    // scales beside them. ORT's QMoE always renormalises over the topK.
+    s.experts_qmoe = true;
+    s.expert_gate = s.expert_up = "mlp.experts.fc1_experts_weights";
+    s.expert_down = "mlp.experts.fc2_experts_weights";
+    s.renorm = true;
+  }
   if (c.family == "qwen2_moe") {
     s.qkv_bias = true;
     if (c.shared_expert_intermediate_size > 0) {

@@ -36,8 +36,8 @@ Buffer& bound(PassArgs& a, const std::string& name, const char* dtype, int64_t m
   Buffer& b = it->second;
   if (b.dtype != dtype) broken("\"" + name + "\" is " + b.dtype + ", expected " + dtype);
   const int64_t width = b.dtype == "uint8" ? 1 : 4;
-  if ((int64_t)b.bytes.size() < min_elems * width)
-    broken("\"" + name + "\" holds " + std::to_string(b.bytes.size() / width) + " elements, needs " +
+  if ((int64_t)b.size_bytes() < min_elems * width)
+    broken("\"" + name + "\" holds " + std::to_string(b.size_bytes() / width) + " elements, needs " +
            std::to_string(min_elems));
   return b;
 }
