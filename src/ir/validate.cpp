@@ -343,7 +343,12 @@ void check_weight_names(Checker& c, const std::string& sec, size_t k, const json
         c.report(path + w.suffix, "weight name " + quoted(w.name) + " has an unknown placeholder " + p + " (only {i} and {e})", 7);
       }
     }
-    if (w.expert && !has_e)
+    // ONNX Runtime's QMoE layout packs every expert in one tensor: gate and
+    // up name the same fc1 tensor, without {e} (docs/QMOE.md "Checkpoints").
+    const json& ex = node.contains("experts") ? node["experts"] : json();
+    const bool qmoe = w.expert && ex.is_object() && ex.value("gate", json()) == ex.value("up", json()) &&
+                      ex.value("gate", json()).is_string();
+    if (w.expert && !has_e && !qmoe)
       c.report(path + w.suffix, "expert weight name " + quoted(w.name) + " has no {e} (every expert would read one tensor)", 7);
   }
 }

@@ -38,7 +38,7 @@ struct FeatureDef {
   std::vector<std::string> params;
   int input = -1;
   bool always = false;
-  std::string value;
+  std::string value = {};  // (an initializer: aggregate inits that omit it stay warning-free)
 };
 
 // A node's params after bind expressions were evaluated: every number-typed
