@@ -1,5 +1,9 @@
 #include "apps/cli_util.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -40,6 +44,36 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
     }
   }
   return ids;
+}
+
+std::string default_model_path() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("BONFIRE_MODEL"); env && *env) return env;
+  std::vector<fs::path> places;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    places.push_back(exe.parent_path() / "models" / "demo");
+    places.push_back(exe.parent_path().parent_path() / "models" / "demo");
+    places.push_back(exe.parent_path().parent_path() / "share" / "bonfire" / "models" / "demo");
+  }
+#ifdef BONFIRE_SOURCE_DIR
+  places.push_back(fs::path(BONFIRE_SOURCE_DIR) / "models" / "demo");
+#endif
+  std::string looked;
+  for (const fs::path& p : places) {
+    if (fs::is_regular_file(p / "config.json", ec)) return fs::weakly_canonical(p, ec).string();
+    looked += (looked.empty() ? "" : ", ") + p.string();
+  }
+  throw Error(ErrorCode::BadGraph, "no --model given and no demo model found (looked in " + looked +
+                                       "; tools/train_demo.py makes it)");
+}
+
+std::string model_or_default(const std::string& model) {
+  if (!model.empty()) return model;
+  const std::string path = default_model_path();
+  std::cerr << "using the demo model at " << path << " (--model PATH for another)\n";
+  return path;
 }
 
 }  // namespace bonfire

@@ -15,4 +15,13 @@ int guarded(const std::function<void()>& fn);
 // "1, 2,3" → ids; anything else is bad_graph naming the item.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);
 
+// The bundled demo model (models/demo, trained by tools/train_demo.py) for
+// commands run without --model: $BONFIRE_MODEL if set, else models/demo
+// beside or above the executable, else in the source tree it was built
+// from. Throws Error naming the places looked at when none exists.
+std::string default_model_path();
+
+// The --model value, or the demo model when it is empty (said on stderr).
+std::string model_or_default(const std::string& model);
+
 }  // namespace bonfire

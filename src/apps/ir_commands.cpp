@@ -9,6 +9,8 @@
 #include "ir/generation.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
+#include "ir/perplexity.h"
+#include "core/progress.h"
 #include "model/model_files.h"
 
 namespace bonfire {
@@ -27,6 +29,9 @@ struct Options {
   double temperature = 0, top_p = 1, seed = 0, repetition_penalty = 1, presence_penalty = 0;
   std::vector<std::string> stop;
   bool json_out = false, ignore_eos = false;
+  // perplexity
+  std::string text_file;
+  int64_t window = 0;
 };
 
 json read_json_file(const std::string& path) {
@@ -66,7 +71,8 @@ int generate(const Options& o) {
     ir::LocalModel::Options mo;
     if (o.ctx > 0) mo.ctx = o.ctx;
     mo.ir_file = o.ir_file;
-    auto model = ir::LocalModel::open(o.model, mo);
+    const std::string path = model_or_default(o.model);
+    auto model = ir::LocalModel::open(path, mo);
     ir::GenerateRequest req;
     req.prompt = o.tokens.empty() ? model->encode_prompt(o.prompt) : parse_id_list(o.tokens, "--tokens");
     req.max_tokens = o.max_tokens;
@@ -81,14 +87,46 @@ int generate(const Options& o) {
       };
     const ir::GenerateResult r = model->generate(req, print);
     if (o.json_out) {
-      std::cout << r.to_json(o.model).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      std::cout << r.to_json(path).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
       std::cout << "\n";
-      const json t = r.to_json(o.model)["timings"];
-      std::cerr << r.prompt_tokens << " prompt tokens, " << r.tokens.size() << " generated (" << r.finish_reason
-                << "); prefill " << t["prefillTokensPerSecond"].get<double>() << " tokens/s, decode "
-                << t["decodeTokensPerSecond"].get<double>() << " tokens/s\n";
+      const json t = r.to_json(path)["timings"];
+      // The prefill step samples the first token, so its time is the time to first token.
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%lld prompt tokens, %zu generated (%s) in %.2f s: time to first token %.1f ms, prefill %.1f "
+                    "tokens/s, decode %.1f tokens/s\n",
+                    static_cast<long long>(r.prompt_tokens), r.tokens.size(), r.finish_reason.c_str(),
+                    (r.prefill_ms + r.decode_ms) / 1000.0, r.prefill_ms, t["prefillTokensPerSecond"].get<double>(),
+                    t["decodeTokensPerSecond"].get<double>());
+      std::cerr << line;
     }
+  });
+}
+
+int perplexity(const Options& o) {
+  return guarded([&] {
+    ir::LocalModel::Options mo;
+    mo.ctx = o.window > 0 ? o.window : 512;  // capped at the model's own
+    mo.ir_file = o.ir_file;
+    const std::string path = model_or_default(o.model);
+    auto model = ir::LocalModel::open(path, mo);
+    const std::vector<int32_t> tokens = ir::perplexity_tokens(*model, read_file(o.text_file));
+    const int64_t window = o.window > 0 ? o.window : model->ctx();
+    Progress progress("perplexity", (static_cast<int64_t>(tokens.size()) + window - 1) / window);
+    const ir::PerplexityResult r =
+        ir::perplexity(*model, tokens, window, [&](int64_t done, int64_t) { progress.set(done); });
+    progress.finish();
+    // PROTOCOL.md: the result as JSON on stdout; the summary for people on stderr.
+    json j = r.to_json();
+    j["model"] = path;
+    j["file"] = o.text_file;
+    std::cout << j.dump() << "\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "perplexity %.4f over %lld predicted tokens (%lld windows of %lld), %.1f s, %.0f tokens/s\n",
+                  r.perplexity, static_cast<long long>(r.predicted), static_cast<long long>(r.windows),
+                  static_cast<long long>(r.ctx), r.seconds, static_cast<double>(r.tokens) / std::max(r.seconds, 1e-9));
+    std::cerr << line;
   });
 }
 
@@ -107,7 +145,7 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   lw->add_flag("--all-logits", o->all_logits, "return the logits of every position");
 
   auto* gen = app.add_subcommand("generate", "one-shot text generation in one process");
-  gen->add_option("--model", o->model, "model folder or GGUF file")->required();
+  gen->add_option("--model", o->model, "model folder or GGUF file (default: the demo model)");
   gen->add_option("--prompt", o->prompt, "text, tokenized as the model's tokenizer config says");
   gen->add_option("--tokens", o->tokens, "prompt token ids, used as given (no BOS added)");
   gen->add_option("--max-tokens", o->max_tokens, "tokens to generate (default 64)");
@@ -124,7 +162,14 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   gen->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-sequence token");
   gen->add_flag("--json", o->json_out, "print the /api/v3/generate response JSON");
 
-  return [o, fh, lw, gen]() -> int {
+  auto* ppl = app.add_subcommand("perplexity", "a model's perplexity on a text file, through the lowered graphs");
+  ppl->add_option("--model", o->model, "model folder or GGUF file (default: the demo model)");
+  ppl->add_option("--file", o->text_file, "the text (UTF-8)")->required();
+  ppl->add_option("--ctx", o->window, "tokens per window, each run from a fresh cache (default: min(512, model))");
+  ppl->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
+
+  return [o, fh, lw, gen, ppl]() -> int {
+    if (*ppl) return perplexity(*o);
     if (*fh) return from_hf(*o);
     if (*lw) return lower(*o);
     if (*gen) return generate(*o);

@@ -1,5 +1,7 @@
 #include "net/coordinator.h"
 
+#include <cstdio>
+
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 
@@ -232,7 +234,13 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     }
     *slot = w;
     link->send(Message(json{{"type", "welcome"}, {"id", id}}));
-    event("joined", id, info.remote);
+    // One line that says what joined: where from and what it brings.
+    char what[160];
+    std::snprintf(what, sizeof what, "from %s: %lld threads, %.1f GiB, %zu ops, %zu features, %zu models",
+                  info.remote.c_str(), static_cast<long long>(info.threads),
+                  static_cast<double>(info.memory) / (1024.0 * 1024 * 1024), info.ops.size(), info.features.size(),
+                  info.models.size());
+    event("joined", id, what);
     if (on_join) std::thread([this, w] { on_join(w); }).detach();
   } catch (const json::exception& e) {
     refuse(std::string("malformed hello: ") + e.what());

@@ -47,7 +47,7 @@ std::string sha256_hex(const void* data, size_t n) {
   return d.finish();
 }
 
-std::string sha256_file(const std::string& path) {
+std::string sha256_file(const std::string& path, Progress* progress) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(ErrorCode::Internal, "cannot read " + path);
   Digest d;
@@ -55,6 +55,7 @@ std::string sha256_file(const std::string& path) {
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     if (f.gcount() > 0) d.update(buf.data(), static_cast<size_t>(f.gcount()));
+    if (progress) progress->advance(f.gcount());
   }
   return d.finish();
 }
@@ -89,6 +90,11 @@ ModelFingerprint fingerprint_model(const std::string& path) {
   }
   if (fp.id.empty() || fp.id == "." ) fp.id = "model";
   std::sort(files.begin(), files.end());
+  // Hashing a large model takes seconds; show it (on a TTY) when it does.
+  std::unique_ptr<Progress> progress;
+  int64_t total = 0;
+  for (const auto& f : files) total += static_cast<int64_t>(fs::file_size(f));
+  if (total > (int64_t{256} << 20)) progress = std::make_unique<Progress>("hashing " + fp.id, total, Progress::Unit::Bytes);
   std::string lines;
   for (const auto& f : files) {
     ModelFile mf;
@@ -102,8 +108,9 @@ ModelFingerprint fingerprint_model(const std::string& path) {
       auto it = cache.find(mf.path);
       if (it != cache.end() && it->second.first == stamp) mf.sha256 = it->second.second;
     }
+    if (progress && !mf.sha256.empty()) progress->advance(mf.bytes);
     if (mf.sha256.empty()) {
-      mf.sha256 = sha256_file(mf.path);
+      mf.sha256 = sha256_file(mf.path, progress.get());
       std::lock_guard<std::mutex> lock(mu);
       cache[mf.path] = {stamp, mf.sha256};
     }

@@ -2,6 +2,7 @@
 // worker's copy is used only when its fingerprint equals the coordinator's,
 // and weights fetched over HTTP are checked file by file before use.
 #pragma once
+#include "core/progress.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +28,8 @@ struct ModelFingerprint {
 // Results are cached per (path, size, mtime) for the life of the process.
 ModelFingerprint fingerprint_model(const std::string& path);
 
-std::string sha256_file(const std::string& path);
+// progress, when given, advances by the bytes read.
+std::string sha256_file(const std::string& path, Progress* progress = nullptr);
 std::string sha256_hex(const void* data, size_t n);
 // Model ids and file names that may travel in URLs and paths: no '/', no
 // "..", printable ASCII.

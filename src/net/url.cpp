@@ -1,5 +1,7 @@
 #include "net/url.h"
 
+#include "core/progress.h"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -59,7 +61,17 @@ void http_download(const Url& server, const std::string& path, const std::string
     beast::error_code ec;
     parser.get().body().open(part.c_str(), beast::file_mode::write, ec);
     if (ec) throw Error(ErrorCode::Internal, "cannot write " + part + ": " + ec.message());
-    http::read(stream, buffer, parser, ec);
+    http::read_header(stream, buffer, parser, ec);
+    if (!ec) {
+      const auto length = parser.content_length();
+      Progress progress("fetching " + std::filesystem::path(file).filename().string(),
+                        length ? static_cast<int64_t>(*length) : 0, Progress::Unit::Bytes);
+      while (!ec && !parser.is_done()) {
+        http::read_some(stream, buffer, parser, ec);
+        if (length && parser.content_length_remaining())
+          progress.set(static_cast<int64_t>(*length - *parser.content_length_remaining()));
+      }
+    }
     if (ec) throw Error(ErrorCode::Internal, "download of " + path + " failed: " + ec.message());
     if (parser.get().result() != http::status::ok)
       throw Error(ErrorCode::Internal, "download of " + path + ": HTTP " + std::to_string(parser.get().result_int()));
