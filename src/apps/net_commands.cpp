@@ -62,7 +62,11 @@ std::function<int()> add_net_commands(CLI::App& app) {
   serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
       ->capture_default_str();
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
-  serve->add_option("--web-dir", o->serve.web_dir, "static files for GET /");
+  serve->add_option("--web-dir", o->serve.web_dir,
+                    "static files for GET / (default: ../web or web beside the binary, else the source tree's web/)");
+#ifdef BONFIRE_SOURCE_DIR
+  o->serve.source_web_dir = BONFIRE_SOURCE_DIR "/web";
+#endif
   serve->add_flag("--quiet", o->serve.quiet, "no log lines on stderr");
 
   auto* worker = app.add_subcommand("worker", "a volunteer worker: joins a coordinator and runs what it is sent");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -29,9 +30,45 @@ double unix_now() {
 
 void send_error(HttpResponder& res, const Error& e) { res.send_json(error_http_status(e.code), error_to_json(e)); }
 
+int64_t steady_ms(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+// "w1:0-11" (GenerationTrace::stage_workers) -> worker, first, end.
+bool parse_stage(const std::string& s, std::string& worker, int64_t& first, int64_t& end) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  const size_t dash = s.find('-', colon);
+  if (dash == std::string::npos) return false;
+  try {
+    first = std::stoll(s.substr(colon + 1, dash - colon - 1));
+    end = std::stoll(s.substr(dash + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  worker = s.substr(0, colon);
+  return true;
+}
+
+// The web page's files: what a browser needs to render each.
+std::string web_content_type(const std::string& ext) {
+  if (ext == ".html") return "text/html; charset=utf-8";
+  if (ext == ".js" || ext == ".mjs") return "text/javascript; charset=utf-8";
+  if (ext == ".css") return "text/css; charset=utf-8";
+  if (ext == ".svg") return "image/svg+xml";
+  if (ext == ".png") return "image/png";
+  if (ext == ".ico") return "image/x-icon";
+  if (ext == ".json") return "application/json";
+  if (ext == ".txt") return "text/plain; charset=utf-8";
+  return "application/octet-stream";
+}
+
 }  // namespace
 
 Server::Server(ServeOptions options) : options_(std::move(options)) {
+  if (options_.web_dir.empty()) options_.web_dir = find_web_dir(options_.source_web_dir);
+  log(options_.web_dir.empty() ? std::string("no web page found (GET / shows a placeholder; see --web-dir)")
+                               : "web page from " + options_.web_dir);
   for (const auto& path : options_.models) {
     auto m = ServedModel::open(path, options_.model);
     for (const auto& other : models_)
@@ -146,7 +183,11 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
     endpoint = path;
     return true;
   };
-  if (is("GET", "/") || (m == "GET" && p.rfind("/web/", 0) == 0)) return web(req, res);
+  if (is("GET", "/")) return web(req, res);
+  if (m == "GET" && p.rfind("/web/", 0) == 0) {
+    endpoint = "/web/";
+    return web(req, res);
+  }
   if (is("GET", "/metrics")) return res.send(200, metrics_text(), "text/plain; version=0.0.4");
   if (is("GET", "/api/v3/ops")) return res.send(200, std::string(spec::ops_manifest_text()));
   const bool file_fetch = m == "GET" && p.rfind("/api/v3/models/", 0) == 0 && p.find("/files/") != std::string::npos;
@@ -160,6 +201,7 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   if (is("POST", "/api/v3/graph")) return graph(req, res);
   if (is("GET", "/api/v3/workers")) return res.send_json(200, workers_json());
   if (is("GET", "/api/v3/models")) return res.send_json(200, models_json());
+  if (is("GET", "/api/v3/stats")) return res.send_json(200, stats_json());
   if (is("POST", "/api/v3/generate")) return generate(req, res);
   if (is("GET", "/v1/models")) {
     std::vector<std::string> ids;
@@ -251,6 +293,17 @@ void Server::free_session(const std::string& id, HttpResponder& res) {
 }
 
 nlohmann::json Server::workers_json() const {
+  // Stages of the generations running now, per worker: (model, first, end) -> generations.
+  std::map<std::string, std::map<std::tuple<std::string, int64_t, int64_t>, int>> stages;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    for (const auto& [gid, g] : live_)
+      for (const auto& st : g.stages) {
+        std::string wid;
+        int64_t first = 0, end = 0;
+        if (parse_stage(st, wid, first, end)) ++stages[wid][{g.model, first, end}];
+      }
+  }
   nlohmann::json out = nlohmann::json::array();
   for (const auto& w : net_->workers()) {
     const WorkerInfo i = w->info();
@@ -266,6 +319,16 @@ nlohmann::json Server::workers_json() const {
                    {"models", models},
                    {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}}},
                    {"joined", i.joined}});
+    nlohmann::json held = nlohmann::json::array();
+    int generations = 0;
+    if (auto it = stages.find(i.id); it != stages.end())
+      for (const auto& [key, n] : it->second) {
+        held.push_back({{"model", std::get<0>(key)}, {"first", std::get<1>(key)}, {"end", std::get<2>(key)},
+                        {"generations", n}});
+        generations += n;
+      }
+    out.back()["stages"] = held;
+    out.back()["generations"] = generations;
   }
   return {{"workers", out}};
 }
@@ -279,6 +342,13 @@ nlohmann::json Server::models_json() const {
       for (const auto& [mid, h] : w->info().models)
         if (h == m->fingerprint().hash) holders.push_back(w->info().id);
     d["workers"] = holders;
+    if (!d.contains("family")) d["family"] = m->local().ir().value("family_hint", "");
+    int generations = 0;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      for (const auto& [gid, g] : live_) generations += g.model == m->id();
+    }
+    d["generations"] = generations;
     out.push_back(d);
   }
   return {{"models", out}};
@@ -343,24 +413,106 @@ std::string Server::metrics_text() const {
   return metrics_.render(gauges);
 }
 
+std::string Server::find_web_dir(const std::string& source_web_dir) {
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && !exe.empty()) {
+    candidates.push_back(exe.parent_path().parent_path() / "web");
+    candidates.push_back(exe.parent_path() / "web");
+  }
+  if (!source_web_dir.empty()) candidates.push_back(source_web_dir);
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "index.html", ec)) return fs::weakly_canonical(c, ec).string();
+  return "";
+}
+
 void Server::web(const HttpRequest& req, HttpResponder& res) {
-  std::string rel = req.path == "/" ? "index.html" : req.path.substr(5);
+  // The page changes with the binary: never cached, so an upgrade shows at once.
+  const std::map<std::string, std::string> headers = {{"Cache-Control", "no-store"},
+                                                      {"X-Content-Type-Options", "nosniff"}};
+  const std::string rel = req.path == "/" ? "index.html" : req.path.substr(5);
+  // safe_name: one plain file name (no "/", no ".."), so nothing outside the folder.
   if (!options_.web_dir.empty() && safe_name(rel)) {
     const fs::path file = fs::path(options_.web_dir) / rel;
-    if (fs::is_regular_file(file)) {
-      const std::string ext = file.extension().string();
-      const std::string type = ext == ".html" ? "text/html; charset=utf-8"
-                               : ext == ".js" ? "text/javascript"
-                               : ext == ".css" ? "text/css"
-                                               : "application/octet-stream";
-      return res.send(200, read_file(file.string()), type);
-    }
+    std::error_code ec;
+    if (fs::is_regular_file(file, ec))
+      return res.send(200, read_file(file.string()), web_content_type(file.extension().string()), headers);
   }
+  if (req.path != "/")
+    return res.send(404, "no such file: " + req.path + "\n", "text/plain; charset=utf-8", headers);
   res.send(200,
-           "<!doctype html><title>bonfire</title><h1>bonfire</h1><p>The coordinator is up. "
+           "<!doctype html><title>bonfire</title><h1>bonfire</h1><p>The coordinator is up; its web page was not "
+           "found (start it with --web-dir DIR). "
            "<a href=\"/api/v3/workers\">workers</a> · <a href=\"/api/v3/models\">models</a> · "
-           "<a href=\"/metrics\">metrics</a></p>",
-           "text/html; charset=utf-8");
+           "<a href=\"/api/v3/stats\">stats</a> · <a href=\"/metrics\">metrics</a></p>",
+           "text/html; charset=utf-8", headers);
+}
+
+// ---- the live view ----
+
+Server::LiveScope::LiveScope(Server& s, const std::string& model, int64_t prompt_tokens) : s_(s) {
+  std::lock_guard<std::mutex> lock(s_.live_mu_);
+  id_ = s_.live_next_++;
+  LiveGeneration& g = s_.live_[id_];
+  g.model = model;
+  g.prompt_tokens = prompt_tokens;
+  g.started = std::chrono::steady_clock::now();
+  s_.live_prompt_tokens_ += prompt_tokens;
+}
+
+Server::LiveScope::~LiveScope() {
+  std::lock_guard<std::mutex> lock(s_.live_mu_);
+  s_.live_.erase(id_);
+}
+
+void Server::LiveScope::token(const GenerationTrace& trace) {
+  const int64_t slot = steady_ms(std::chrono::steady_clock::now()) / kRateBucketMs;
+  std::lock_guard<std::mutex> lock(s_.live_mu_);
+  LiveGeneration& g = s_.live_[id_];
+  ++g.tokens;
+  if (g.stages != trace.stage_workers) g.stages = trace.stage_workers;
+  ++s_.live_tokens_;
+  const size_t i = static_cast<size_t>(slot % kRateBuckets);
+  if (s_.rate_slot_[i] != slot) {
+    s_.rate_slot_[i] = slot;
+    s_.rate_count_[i] = 0;
+  }
+  ++s_.rate_count_[i];
+}
+
+double Server::tokens_per_second() const {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t ms = steady_ms(now), slot = ms / kRateBucketMs;
+  int64_t n = 0;
+  for (size_t i = 0; i < rate_slot_.size(); ++i)
+    if (rate_slot_[i] > slot - kRateWindow && rate_slot_[i] <= slot) n += rate_count_[i];
+  // The window: the last kRateWindow - 1 whole buckets and the current one so far, or the uptime.
+  double seconds = ((kRateWindow - 1) * kRateBucketMs + ms % kRateBucketMs) / 1000.0;
+  seconds = std::min(seconds, std::chrono::duration<double>(now - started_).count());
+  return seconds > 0 ? n / seconds : 0;
+}
+
+nlohmann::json Server::stats_json() const {
+  const auto now = std::chrono::steady_clock::now();
+  const size_t workers = net_->workers().size();
+  std::lock_guard<std::mutex> lock(live_mu_);
+  nlohmann::json running = nlohmann::json::array();
+  for (const auto& [gid, g] : live_)
+    running.push_back({{"model", g.model},
+                       {"tokens", g.tokens},
+                       {"promptTokens", g.prompt_tokens},
+                       {"seconds", std::chrono::duration<double>(now - g.started).count()},
+                       {"stages", g.stages}});
+  return {{"tokensGenerated", live_tokens_},
+          {"promptTokens", live_prompt_tokens_},
+          {"activeGenerations", static_cast<int64_t>(live_.size())},
+          {"tokensPerSecond", tokens_per_second()},
+          {"windowSeconds", kRateWindow * kRateBucketMs / 1000.0},
+          {"workers", workers},
+          {"models", models_.size()},
+          {"uptimeSeconds", std::chrono::duration<double>(now - started_).count()},
+          {"generations", running}};
 }
 
 }  // namespace bonfire::net

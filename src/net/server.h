@@ -3,8 +3,12 @@
 // told otherwise. Routes live in server.cpp (protocol endpoints) and
 // server_generate.cpp (generation: bonfire's and the OpenAI-compatible one).
 #pragma once
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,7 +34,8 @@ struct ServeOptions {
   Limits graph_limits;                   // for /api/v3/graph
   double graph_timeout_s = 120;
   int64_t local_worker_memory = 0;
-  std::string web_dir;                   // static files for GET /
+  std::string web_dir;                   // static files for GET / ("": found by find_web_dir)
+  std::string source_web_dir;            // the source tree's web/, the last place find_web_dir looks
   bool quiet = false;
 };
 
@@ -44,7 +49,35 @@ class Server {
   void stop();
   int run();
 
+  // Where GET / serves from when no --web-dir is given: the first of
+  // <dir of the executable>/../web, <dir of the executable>/web and
+  // `source_web_dir` (the build's source tree) that holds index.html; ""
+  // when none does.
+  static std::string find_web_dir(const std::string& source_web_dir);
+
  private:
+  // A generation running now, as the web page shows it: its model, where
+  // its stages run ("w1:0-11") and the tokens it has made so far.
+  struct LiveGeneration {
+    std::string model;
+    std::vector<std::string> stages;
+    int64_t tokens = 0;
+    int64_t prompt_tokens = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  // Registers a generation for its lifetime; token() is called from the
+  // generation's own thread for every token (the trace is that thread's).
+  class LiveScope {
+   public:
+    LiveScope(Server& s, const std::string& model, int64_t prompt_tokens);
+    ~LiveScope();
+    void token(const GenerationTrace& trace);
+
+   private:
+    Server& s_;
+    uint64_t id_;
+  };
+
   void handle(const HttpRequest& req, HttpResponder& res);
   void route(const HttpRequest& req, HttpResponder& res, std::string& endpoint);
   bool authorized(const HttpRequest& req) const;
@@ -61,6 +94,8 @@ class Server {
   void openai(const HttpRequest& req, HttpResponder& res, bool chat);
   void web(const HttpRequest& req, HttpResponder& res);
   std::string metrics_text() const;
+  nlohmann::json stats_json() const;
+  double tokens_per_second() const;  // over the last kRateWindow buckets; needs live_mu_
 
   void log(const std::string& s) const;
 
@@ -74,6 +109,19 @@ class Server {
   std::atomic<int> active_generations_{0};
   std::mutex sessions_mu_;
   std::map<std::string, std::string> session_worker_;  // /api/v3/graph sessions: id -> worker id
+
+  // Live view (GET /api/v3/stats, the stages of /api/v3/workers).
+  static constexpr int kRateBuckets = 24;        // of kRateBucketMs each; the last 20 make the window
+  static constexpr int kRateWindow = 20;
+  static constexpr int64_t kRateBucketMs = 250;  // 20 x 250 ms: tokens/s over the last 5 s
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  mutable std::mutex live_mu_;
+  std::map<uint64_t, LiveGeneration> live_;
+  uint64_t live_next_ = 0;
+  int64_t live_tokens_ = 0;         // generated, counted as they come
+  int64_t live_prompt_tokens_ = 0;
+  std::array<int64_t, kRateBuckets> rate_count_{};
+  std::array<int64_t, kRateBuckets> rate_slot_{};
 };
 
 }  // namespace bonfire::net

@@ -90,6 +90,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
 
   Active active(active_generations_);
   GenerationTrace trace;
+  LiveScope live(*this, model->id(), static_cast<int64_t>(g.prompt.size()));
   metrics_.add_tokens("prompt", static_cast<int64_t>(g.prompt.size()));
   auto finish = [&](ir::GenerateResult& r) {
     metrics_.add_tokens("generated", static_cast<int64_t>(r.tokens.size()));
@@ -99,8 +100,13 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     out["failovers"] = trace.failovers;
     return out;
   };
+  // Every token is counted as it comes (GET /api/v3/stats), streamed or not.
+  auto count_token = [&](int32_t, const std::string&) {
+    live.token(trace);
+    return true;
+  };
   if (!stream) {
-    ir::GenerateResult r = model->generate(*net_, g, nullptr, &trace);
+    ir::GenerateResult r = model->generate(*net_, g, count_token, &trace);
     return res.send_json(200, finish(r));
   }
   // Errors found before the first token still get a plain error response.
@@ -120,6 +126,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     ir::GenerateResult r = model->generate(
         *net_, g,
         [&](int32_t id, const std::string& text) {
+          live.token(trace);
           if (!started) started = res.start_stream("text/event-stream");
           streamed += text;
           if (++count == last) {
@@ -177,9 +184,16 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
   const int64_t created = static_cast<int64_t>(unix_now());
   Active active(active_generations_);
   GenerationTrace trace;
+  LiveScope live(*this, model->id(), static_cast<int64_t>(g.prompt.size()));
   metrics_.add_tokens("prompt", static_cast<int64_t>(g.prompt.size()));
   if (!call.stream) {
-    ir::GenerateResult r = model->generate(*net_, g, nullptr, &trace);
+    ir::GenerateResult r = model->generate(
+        *net_, g,
+        [&](int32_t, const std::string&) {
+          live.token(trace);
+          return true;
+        },
+        &trace);
     metrics_.add_tokens("generated", static_cast<int64_t>(r.tokens.size()));
     if (trace.first_token_ms > 0) metrics_.observe_ttft_seconds(trace.first_token_ms / 1000);
     return res.send_json(200, openai_response(call, r, model->id(), id, created));
@@ -190,6 +204,7 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
     ir::GenerateResult r = model->generate(
         *net_, g,
         [&](int32_t, const std::string& text) {
+          live.token(trace);
           if (!started) started = res.start_stream("text/event-stream");
           if (!started) return false;
           if (text.empty() && !first) return !res.client_gone();
