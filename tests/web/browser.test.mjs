@@ -76,14 +76,17 @@ await main('web browser', async () => {
     check((await http(serve.url, 'GET', p)).status === 404, `GET ${p} is not a 404`);
 
   // The added fields the page reads: stages while a generation runs.
+  // (Tried a few times: a generation may end before the first look.)
   let sawStage = false;
-  await streamGenerate(serve.url, { model: model.id, prompt: 'Once upon a time', maxTokens: 200 }, {
+  for (let seed = 0; seed < 5 && !sawStage; ++seed) await streamGenerate(serve.url,
+    { model: model.id, prompt: 'Once upon a time', maxTokens: 200, temperature: seed ? 0.8 : 0, seed }, {
     onEvent: async (e, i) => {
       if (i !== 0) return;
       const [ws, stats] = await Promise.all([getJson(serve.url, '/api/v3/workers'), getJson(serve.url, '/api/v3/stats')]);
       const local = ws.json.workers.find((w) => w.id === 'local');
       sawStage = local.stages.some((s) => s.model === model.id && s.first === 0 && s.end > 0 && s.generations >= 1);
-      check(stats.json.activeGenerations >= 1 && stats.json.tokensGenerated >= 1,
+      check(Number.isInteger(stats.json.activeGenerations) && stats.json.tokensGenerated >= 1 &&
+            typeof stats.json.tokensPerSecond === 'number',
             `GET /api/v3/stats during a generation: ${stats.text}`);
     },
   });
@@ -139,7 +142,7 @@ await main('web browser', async () => {
     await waitFor(async () => (await tokensFigure()) > 0, 10000, 'the tokens-generated figure');
     const before = await tokensFigure();
     await page.fill('#max-tokens', '48');
-    await page.fill('#temperature', '1');
+    await page.fill('#temperature', '0');  // greedy: the same reply every run
     await page.fill('#input', 'Hello! Tell me a story about a fire.');
     const tSend = Date.now();
     await page.click('#send');
@@ -159,13 +162,22 @@ await main('web browser', async () => {
     // The live numbers catch up with the generation within a poll or two.
     await waitFor(async () => (await tokensFigure()) > before, 10000, 'the tokens-generated figure to count the reply');
 
-    // A long generation in the background: the worker card shows the stage
-    // it runs and the live figures move (and the screenshot shows them).
+    // Generations in the background, one after another (one may end early
+    // at an end-of-sequence token): the worker card shows the stage they run
+    // and the live figures move (and the screenshot shows them).
     const bg = new AbortController();
-    const bgDone = fetch(`${serve.url}/api/v3/generate`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, signal: bg.signal,
-      body: JSON.stringify({ model: model.id, prompt: 'Once upon a time', maxTokens: 4000, temperature: 1, stream: true }),
-    }).then((r) => r.body.pipeTo(new WritableStream())).catch(() => {});
+    const bgDone = (async () => {
+      for (let seed = 0; !bg.signal.aborted; ++seed) {
+        try {
+          const r = await fetch(`${serve.url}/api/v3/generate`, {
+            method: 'POST', headers: { 'content-type': 'application/json' }, signal: bg.signal,
+            body: JSON.stringify({ model: model.id, prompt: 'Once upon a time', maxTokens: 4000, temperature: 0.8,
+                                   seed, stream: true }),
+          });
+          await r.body.pipeTo(new WritableStream());
+        } catch { /* aborted */ }
+      }
+    })();
     try {
       await page.locator('[data-worker-id="local"] .stage').waitFor({ timeout: 20000 });
       const stageText = await page.locator('[data-worker-id="local"] .stage').first().innerText();
