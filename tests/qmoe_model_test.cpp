@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/executor.h"
+#include "graph/graph.h"
 #include "ir/generation.h"
 #include "ir/lower.h"
 
@@ -29,7 +31,7 @@ const fs::path kDir = fs::path(BONFIRE_SOURCE_DIR) / "goldens" / "qmoe_model";
 // 1e-4 keeps a wide margin over that, while a wrong reading of the layout
 // (nibble order, gate/up interleaving, column-wise vs block-wise scales,
 // softmax over all experts instead of the selected k) moves logits by
-// 1e-2..1 of their scale (QmoeModel.WrongReadingsMiss shows one).
+// 1e-2..1 of their scale (QmoeModelCheck.WrongNibbleOrderMisses shows one).
 constexpr double kTolerance = 1e-4;
 
 json golden() {
@@ -101,16 +103,55 @@ TEST_P(QmoeModel, LogitsMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(QmoeModels, QmoeModel, ::testing::Values("blk16", "col"),
                          [](const auto& info) { return info.param; });
 
-// The test can fail: the two models share shapes but not weights, so each
-// model's logits against the other's golden miss by far more than kTolerance.
-TEST(QmoeModelCheck, WrongReadingsMiss) {
+// The test can fail: the same prefill run through the lowered graph by hand,
+// once as it is (equal to the golden) and once with layer 0's fc1 codes read
+// high nibble first (a wrong reading of ORT's rule Q1), which must miss by
+// far more than kTolerance.
+TEST(QmoeModelCheck, WrongNibbleOrderMisses) {
   const json g = golden();
-  std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
+  const int64_t T = (int64_t)prompt.size();
   ir::LocalModel::Options o;
   o.ctx = 64;
   auto model = ir::LocalModel::open((kDir / "blk16").string(), o);
-  const std::vector<float> all = model->all_logits(prompt);
-  EXPECT_GT(rel_diff(all, flat(g["models"]["col"]["logits"], prompt.size())), 100 * kTolerance);
+  ir::LowerOptions lo;
+  lo.mode = "prefill";
+  lo.tokens = T;
+  lo.all_logits = true;
+  json lowered = ir::lower(model->ir(), lo, &model->weights());
+  lowered["inputs"] = {{"tokens", {{"shape", {T}}, {"data", std::vector<float>(T, 0.f)}}}};
+  lowered["session"] = "qmoe_model";
+  const Call call = Call::parse(lowered, Limits());
+
+  const std::string fc1 = "model.layers.0.mlp.experts.fc1_experts_weights";
+  const Tensor* orig = model->weights().find(fc1);
+  ASSERT_NE(orig, nullptr);
+  ASSERT_EQ(orig->dtype, DType::U8);
+  auto swapped = std::make_shared<std::vector<uint8_t>>(orig->numel());
+  const uint8_t* src = static_cast<const uint8_t*>(orig->data);
+  for (int64_t i = 0; i < orig->numel(); ++i) (*swapped)[i] = (uint8_t)((src[i] >> 4) | (src[i] << 4));
+  const Tensor wrong = Tensor::view(DType::U8, orig->shape, swapped->data(), swapped);
+
+  auto run = [&](bool swap) {
+    Tensor ids = Tensor::empty({T});
+    for (int64_t i = 0; i < T; ++i) ids.f32()[i] = (float)prompt[i];
+    const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
+      if (swap && name == fc1) return &wrong;
+      auto it = call.weights.find(name);
+      return it != call.weights.end() ? &it->second : model->weights().find(name);
+    };
+    Session session;
+    Limits limits;
+    limits.max_total_bytes = int64_t(1) << 32;
+    const auto out = run_graph(call.graph, {{"tokens", ids}}, json{{"pos", 0}, {"step", 0}}, lookup, &session, limits);
+    const Tensor& l = out.outputs.at("logits");
+    return std::vector<float>(l.f32(), l.f32() + l.numel());
+  };
+  const std::vector<double> want = flat(g["models"]["blk16"]["logits"], prompt.size());
+  const double right = rel_diff(run(false), want), wrong_rel = rel_diff(run(true), want);
+  std::printf("[ qmoe model ] blk16 by hand: %.3g; high nibble first: %.3g\n", right, wrong_rel);
+  EXPECT_LE(right, kTolerance);
+  EXPECT_GT(wrong_rel, 100 * kTolerance);
 }
 
 }  // namespace
