@@ -13,10 +13,19 @@ BUILD_PKGS=(
 )
 # Only the golden generators need these; CI reads the committed goldens.
 # (python3-numpy above is for scripts/write_test_model.py, which tests run.)
-REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema)
+# tools/train_demo.py reads the King James Bible through bible-kjv's program.
+REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema bible-kjv bible-kjv-text)
+# The test command adds what only tests use: the browser for the web page's test.
+TEST_PKGS=(chromium)
 
 want=("${BUILD_PKGS[@]}")
-if [ "${1:-}" = "--with-references" ]; then want+=("${REF_PKGS[@]}"); fi
+for arg in "$@"; do
+  case "$arg" in
+    --with-references) want+=("${REF_PKGS[@]}") ;;
+    --with-tests) want+=("${TEST_PKGS[@]}") ;;
+    *) echo "setup.sh: unknown option $arg (--with-references, --with-tests)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do

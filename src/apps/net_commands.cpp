@@ -40,6 +40,7 @@ struct Options {
   std::string local_memory;
   net::WorkerOptions worker;
   std::string worker_memory;
+  bool no_model = false;
 };
 
 }  // namespace
@@ -47,7 +48,9 @@ struct Options {
 std::function<int()> add_net_commands(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* serve = app.add_subcommand("serve", "the coordinator: HTTP API, OpenAI-compatible API, worker network");
-  serve->add_option("--model", o->serve.models, "model folder or GGUF file to serve (repeatable)");
+  serve->add_option("--model", o->serve.models,
+                    "model folder or GGUF file to serve (repeatable; default: the bundled demo model)");
+  serve->add_flag("--no-model", o->no_model, "serve no model, not even the demo (graph calls only)");
   serve->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
   serve->add_option("--port", o->serve.port, "port (0: any free port, printed at start)")->capture_default_str();
   serve->add_flag("!--no-local-worker", o->serve.local_worker, "do not run a worker in this process");
@@ -85,6 +88,13 @@ std::function<int()> add_net_commands(CLI::App& app) {
     if (*serve)
       return guarded([&] {
         o->serve.local_worker_memory = parse_bytes(o->local_memory);
+        if (o->serve.models.empty() && !o->no_model) {
+          try {
+            o->serve.models.push_back(model_or_default(""));
+          } catch (const Error& e) {
+            std::cerr << "bonfire serve: " << e.what() << "; serving graph calls only\n";
+          }
+        }
         net::Server server(o->serve);
         const int status = server.run();
         if (status) throw Error(ErrorCode::Internal, "the server stopped with status " + std::to_string(status));

@@ -97,6 +97,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   std::unique_ptr<LocalModel> m(new LocalModel());
   m->files_ = ModelFiles::open(path);
   m->config_ = m->files_->config();
+  m->files_->warm();
   m->weights_ = m->files_->weights();
   m->tokenizer_ = m->files_->tokenizer();
   if (!options.ir_file.empty()) {

@@ -1,11 +1,15 @@
 #include "model/model_files.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/progress.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/safetensors.h"
@@ -128,6 +132,35 @@ WeightStore ModelFiles::weights() const {
   }
   if (gguf_ || fs::exists(in_dir(path_, "config.json"))) add_ir_aliases(config(), store);
   return store;
+}
+
+std::vector<std::string> ModelFiles::weight_files() const {
+  if (gguf_) return {path_};
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(path_))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void ModelFiles::warm() const {
+  const std::vector<std::string> files = weight_files();
+  int64_t total = 0;
+  for (const auto& f : files) total += static_cast<int64_t>(fs::file_size(f));
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (total == 0 || static_cast<double>(total) > ram / 2) return;
+  // Small models load in a blink; a bar only where there is something to watch.
+  std::unique_ptr<Progress> progress;
+  if (total > (int64_t{64} << 20))
+    progress = std::make_unique<Progress>("loading " + fs::path(path_).filename().string(), total, Progress::Unit::Bytes);
+  std::vector<char> buf(size_t{4} << 20);
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      if (progress) progress->advance(in.gcount());
+    }
+  }
 }
 
 std::unique_ptr<Tokenizer> ModelFiles::tokenizer() const {

@@ -5,6 +5,7 @@
 // the tokenizer files works, and opening weights reads headers, not data.
 #pragma once
 #include <memory>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +34,13 @@ class ModelFiles {
   // The chat template and the variables it reads (bos_token, eos_token...);
   // nullopt when the model has none.
   std::optional<ChatTemplate> chat_template(nlohmann::ordered_json* vars) const;
+
+  // The files holding the weights (the GGUF, or the folder's *.safetensors).
+  std::vector<std::string> weight_files() const;
+  // Reads the weight files once so the first step does not wait on the disk
+  // page by page, with a progress bar on a TTY. Skipped when they exceed
+  // half of the machine's memory (the mapping then pages in as it goes).
+  void warm() const;
 
  private:
   std::string path_;

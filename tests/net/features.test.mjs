@@ -70,7 +70,7 @@ async function ran(serve, body, what) {
 
 await main('features', async () => {
   const dir = tempDir();
-  const serve = await startServe(['--no-local-worker', '--max-body', String(MAX_BODY)]);
+  const serve = await startServe(['--no-local-worker', '--no-model', '--max-body', String(MAX_BODY)]);
   const nosoft = startWorker(serve.url, ['--id', 'nosoft', '--disable-feature', 'attention.softcap']);
   const only = (await waitFor(async () => (await workers(serve.url)).length === 1 && workers(serve.url), 30000,
                               'worker nosoft'))[0];
