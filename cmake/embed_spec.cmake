@@ -1,5 +1,14 @@
-# Writes OUT, a C++ file that holds the vendored specs (the op manifest and
-# the IR schema) as strings.
+# Writes OUT, a C++ file that holds the vendored specs (the op manifest, the
+# IR schema and the QMoE kernel package) as strings, so a binary needs no
+# files beside it.
 file(READ ${SPEC_DIR}/ops-v3.json OPS)
 file(READ ${SPEC_DIR}/ir.schema.json IR_SCHEMA)
-file(WRITE ${OUT} "// generated from spec/; do not edit\n#include <string_view>\nnamespace bonfire::spec {\nextern const std::string_view kOpsManifest;\nconst std::string_view kOpsManifest = R\"bonfire_spec(${OPS})bonfire_spec\";\nextern const std::string_view kIrSchema;\nconst std::string_view kIrSchema = R\"bonfire_spec(${IR_SCHEMA})bonfire_spec\";\n}\n")
+file(READ ${SPEC_DIR}/kernels/qmoe.json QMOE)
+set(text "// generated from spec/ by cmake/embed_spec.cmake; do not edit\n#include <string_view>\nnamespace bonfire::spec {\n")
+foreach(pair "kOpsManifest;OPS" "kIrSchema;IR_SCHEMA" "kQmoePackage;QMOE")
+  list(GET pair 0 name)
+  list(GET pair 1 var)
+  string(APPEND text "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"bonfire_spec(${${var}})bonfire_spec\";\n")
+endforeach()
+string(APPEND text "}\n")
+file(WRITE ${OUT} "${text}")

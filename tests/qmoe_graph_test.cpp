@@ -76,7 +76,7 @@ std::string slurp(const fs::path& p) {
 
 TEST(QmoeGraph, EmbeddedPackageIsTheVendoredFile) {
   EXPECT_EQ(std::string(kernels::qmoe_package_text()), slurp(fs::path(BONFIRE_SOURCE_DIR) / "spec" / "kernels" / "qmoe.json"))
-      << "run scripts/qmoe/embed_package.py";
+      << "cmake/embed_spec.cmake embeds it at build time";
 }
 
 TEST(QmoeGraph, ExtensionOpParamsAreThePackageAttributes) {

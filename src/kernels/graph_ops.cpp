@@ -7,10 +7,9 @@
 #include "kernels/device.h"
 #include "kernels/runtime.h"
 #include "ops/moe_qmoe.h"
+#include "spec/manifest.h"
 
 namespace bonfire::kernels {
-
-extern const char* const kQmoePackageText;  // qmoe_package_text.cpp
 
 namespace {
 
@@ -77,10 +76,10 @@ const QmoeBackend kBackend = {check_call, run_call};
 
 }  // namespace
 
-const char* qmoe_package_text() { return kQmoePackageText; }
+std::string_view qmoe_package_text() { return spec::qmoe_package_text(); }
 
 const Package& qmoe_package() {
-  static const Package p = parse_package(nlohmann::json::parse(kQmoePackageText), "spec/kernels/qmoe.json (built in)");
+  static const Package p = parse_package(nlohmann::json::parse(spec::qmoe_package_text()), "spec/kernels/qmoe.json (built in)");
   return p;
 }
 

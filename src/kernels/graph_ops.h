@@ -8,12 +8,14 @@
 // runtime.cpp calls it). Weights are read in place (Buffer views); only f16
 // or bf16 scales are widened to f32 per call.
 #pragma once
+#include <string_view>
+
 #include "kernels/package.h"
 
 namespace bonfire::kernels {
 
 void install_graph_ops();
 const Package& qmoe_package();    // the compiled-in spec/kernels/qmoe.json
-const char* qmoe_package_text();  // its text
+std::string_view qmoe_package_text();  // its text
 
 }  // namespace bonfire::kernels

@@ -19,6 +19,9 @@ extern const std::string_view kIrSchema;
 
 std::string_view ir_schema_text() { return kIrSchema; }
 
+extern const std::string_view kQmoePackage;
+std::string_view qmoe_package_text() { return kQmoePackage; }
+
 const nlohmann::json& ir_schema() {
   static const nlohmann::json j = nlohmann::json::parse(kIrSchema);
   return j;
