@@ -359,3 +359,24 @@ export async function loadOpenAI() {
   check(fs.existsSync(p), `the OpenAI client is missing at ${p}: run scripts/fetch_node_clients.sh`);
   return (await import(p)).default;
 }
+
+// The test models have no chat template; this one writes the BOS and an
+// end-of-turn token as text (matched as the special tokens when the prompt
+// is tokenized) like real templates do.
+export const CHAT_TEMPLATE =
+  "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|eot_id|>\n{% endfor %}" +
+  "{% if add_generation_prompt %}assistant:{% endif %}";
+
+// A copy of the random test llama with CHAT_TEMPLATE, in a folder named
+// `tinychat` (the folder's name is the model's id) under `parent`.
+export function tinyChatModel(parent) {
+  const src = path.join(testModel('llama'), 'hf');
+  const dir = path.join(parent, 'tinychat');
+  fs.mkdirSync(dir);
+  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f));
+  const cfgPath = path.join(dir, 'tokenizer_config.json');
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
+  cfg.chat_template = CHAT_TEMPLATE;
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg, null, 2));
+  return dir;
+}

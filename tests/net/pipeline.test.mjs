@@ -8,27 +8,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   check, checkEqual, checkStream, loadOpenAI, log, main, postJson, runBonfire, runBonfireJson, startServe,
-  startWorker, streamGenerate, tempDir, testModel, waitWorkers,
+  startWorker, streamGenerate, tempDir, testModel, tinyChatModel, waitWorkers,
 } from './harness.mjs';
 
-// The test models have no chat template: this copy gets a small one, which
-// writes the BOS and an end-of-turn token as text (matched as the special
-// tokens when the prompt is tokenized) like real templates do.
-const CHAT_TEMPLATE =
-  "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|eot_id|>\n{% endfor %}" +
-  "{% if add_generation_prompt %}assistant:{% endif %}";
-
-function chatModel() {
-  const src = path.join(testModel('llama'), 'hf');
-  const dir = path.join(tempDir(), 'tinychat');  // the folder's name is the model's id
-  fs.mkdirSync(dir);
-  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f));
-  const cfgPath = path.join(dir, 'tokenizer_config.json');
-  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
-  cfg.chat_template = CHAT_TEMPLATE;
-  fs.writeFileSync(cfgPath, JSON.stringify(cfg, null, 2));
-  return dir;
-}
+const chatModel = () => tinyChatModel(tempDir());
 
 // `bonfire generate --json` in one process: the reference.
 function reference(model, { tokens, prompt, maxTokens, temperature = 0, seed = 0, topK = 0, topP = 1 }) {

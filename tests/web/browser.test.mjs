@@ -14,29 +14,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  BIN, SRC, check, getJson, http, log, main, startServe, streamGenerate, tempDir, testModel, waitFor, waitWorkers,
+  BIN, SRC, check, getJson, http, log, main, startServe, streamGenerate, tempDir, tinyChatModel, waitFor, waitWorkers,
 } from '../net/harness.mjs';
 
 const CHROMIUM = process.env.BONFIRE_CHROMIUM || '/usr/bin/chromium';
 const PLAYWRIGHT = path.join(SRC, 'refs', 'web-test', 'node_modules', 'playwright-core', 'index.mjs');
 const SCREENSHOT = process.env.BONFIRE_SCREENSHOT || path.join(path.dirname(BIN), 'web-screenshot.png');
 
-// The same template as tests/net/pipeline.test.mjs: the test models have none.
-const CHAT_TEMPLATE =
-  "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|eot_id|>\n{% endfor %}" +
-  "{% if add_generation_prompt %}assistant:{% endif %}";
-
 function chooseModel() {
   const demo = path.join(SRC, 'models', 'demo');
   if (fs.existsSync(path.join(demo, 'config.json'))) return { dir: demo, id: 'demo' };
-  const src = path.join(testModel('llama'), 'hf');
-  const dir = path.join(tempDir('bonfire-web-'), 'tinychat');  // the folder's name is the model's id
-  fs.mkdirSync(dir);
-  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f));
-  const cfgPath = path.join(dir, 'tokenizer_config.json');
-  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
-  cfg.chat_template = CHAT_TEMPLATE;
-  fs.writeFileSync(cfgPath, JSON.stringify(cfg, null, 2));
+  const dir = tinyChatModel(tempDir('bonfire-web-'));
   return { dir, id: 'tinychat' };
 }
 
