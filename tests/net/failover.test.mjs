@@ -84,9 +84,9 @@ await main('failover', async () => {
         `on ${r.json.workers}`);
   }
 
-  // Kill a stage's worker after 16 tokens of the sampled run.
+  // Kill a stage's worker halfway through the sampled run.
   const t0 = Date.now();
-  const s = await disturbedRun(serve, procs, sampled, 16);
+  const s = await disturbedRun(serve, procs, sampled, N / 2);
   checkDisturbed(s.done, s.killed, ref.sampled, 'sampled');
   log(`disturbed sampled run: ${N} tokens equal in ${Date.now() - t0} ms, failovers ${s.done.failovers}, ` +
       `final placement ${s.done.workers}`);
