@@ -46,6 +46,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from modelwriter.formats import read_safetensors, write_safetensors  # noqa: E402
+
 SEED = 1234
 HOLDOUT_EVERY, HOLDOUT_AT = 20, 10   # chapters left out of training
 HELDOUT_EVERY = 80                   # of those, the ones in heldout.txt
@@ -454,39 +457,13 @@ class Llama(torch.nn.Module):
 # ----------------------------------------------------------------------------
 # safetensors (written and read here: the format is a JSON header + raw bytes)
 
-_ST = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32"}
-_ST_BACK = {v: k for k, v in _ST.items()}
-
-
-def save_safetensors(path: Path, tensors: dict[str, torch.Tensor], dtype=torch.float16):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().to(dtype).contiguous()
-        b = t.view(torch.uint8).numpy().tobytes() if t.dim() else t.reshape(1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": _ST[dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+def save_safetensors(path: Path, tensors: dict[str, torch.Tensor]):
+    """f16, through the writer the test models use (scripts/modelwriter)."""
+    write_safetensors(path, {n: t.detach().float().numpy() for n, t in tensors.items()}, "F16")
 
 
 def load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        raw = bytearray(data[8 + n + a:8 + n + b])
-        out[name] = torch.frombuffer(raw, dtype=_ST_BACK[info["dtype"]]).reshape(info["shape"]).clone()
-    return out
+    return {n: torch.from_numpy(a) for n, a in read_safetensors(path)[0].items()}
 
 
 # ----------------------------------------------------------------------------
@@ -668,7 +645,7 @@ def write_folder(out: Path, cfg: dict, tok: Tokenizer, model: Llama, heldout: st
         "clean_up_tokenization_spaces": False,
         "model_max_length": cfg["max_position_embeddings"],
         "chat_template": CHAT_TEMPLATE}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    save_safetensors(out / "model.safetensors", model.hf_tensors(), torch.float16)
+    save_safetensors(out / "model.safetensors", model.hf_tensors())
     (out / "heldout.txt").write_text(heldout, encoding="utf-8")
 
 
