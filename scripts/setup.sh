@@ -4,7 +4,7 @@
 set -euo pipefail
 
 BUILD_PKGS=(
-  build-essential cmake ninja-build pkg-config python3 python3-numpy
+  build-essential cmake ninja-build ccache pkg-config python3 python3-numpy
   nlohmann-json3-dev libvalijson-dev
   libboost-dev libboost-system-dev libssl-dev
   libhwy-dev libopenblas-dev

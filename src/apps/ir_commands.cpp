@@ -5,6 +5,7 @@
 
 #include "apps/cli_util.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 #include "ir/generation.h"
 #include "ir/ir_doc.h"
@@ -36,11 +37,7 @@ struct Options {
 
 json read_json_file(const std::string& path) {
   const std::string text = path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::BadGraph, path + ": not valid JSON: " + e.what());
-  }
+  return parse_json(text, path);
 }
 
 int from_hf(const Options& o) {

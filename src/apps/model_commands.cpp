@@ -7,6 +7,7 @@
 
 #include "apps/cli_util.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 #include "graph/wire.h"
 #include "model/model_files.h"
@@ -59,7 +60,7 @@ int render_template(const Options& o) {
   return guarded([&] {
     nlohmann::ordered_json messages;
     try {
-      messages = nlohmann::ordered_json::parse(read_file(o.messages));
+      messages = parse_ordered_json_file(o.messages);
     } catch (const json::parse_error& e) {
       throw Error(ErrorCode::BadGraph, o.messages + ": not valid JSON (" + e.what() + ")");
     }

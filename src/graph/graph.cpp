@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "graph/wire.h"
 
 namespace bonfire {
@@ -232,13 +233,7 @@ Call Call::parse(const json& j, const Limits& limits, std::map<std::string, Tens
 }
 
 Call Call::parse_text(const std::string& text, const Limits& limits) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    bad_graph(std::string("malformed JSON: ") + e.what());
-  }
-  return parse(j, limits);
+  return parse(parse_json(text, "graph call", JsonLimits{64, SIZE_MAX}), limits);
 }
 
 }  // namespace bonfire

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 #include "graph/executor.h"
 #include "ir/families/families.h"
@@ -70,11 +71,7 @@ void unpack_small_weights(const json& doc, WeightStore& weights) {
 json ir_for_model(const ModelFiles& files) {
   const fs::path own = fs::path(files.path()) / "bonfire.ir.json";
   if (!files.is_gguf() && fs::exists(own)) {
-    try {
-      return json::parse(read_file(own.string()));
-    } catch (const json::parse_error& e) {
-      throw Error(ErrorCode::BadGraph, own.string() + ": not JSON: " + e.what());
-    }
+    return parse_json_file(own.string());
   }
   return ir_from_config(files.config());
 }
@@ -101,7 +98,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   m->weights_ = m->files_->weights();
   m->tokenizer_ = m->files_->tokenizer();
   if (!options.ir_file.empty()) {
-    m->ir_ = json::parse(read_file(options.ir_file));
+    m->ir_ = parse_json_file(options.ir_file);
   } else {
     m->ir_ = ir_for_model(*m->files_);
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 #include "kernels/package.h"
 
@@ -84,12 +85,8 @@ CaseDir load_case(const std::string& dir) {
   CaseDir c;
   c.dir = dir;
   const std::string path = (fs::path(dir) / "case.json").string();
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    bad(path + ": not JSON: " + e.what());
-  }
+  // Case files hold inline tensors: a larger bound than a config's.
+  const json j = parse_json_file(path, JsonLimits{64, size_t(1) << 30});
   if (!j.is_object()) bad(path + ": must be a JSON object");
   if (j.contains("op")) {
     if (!j["op"].is_string()) bad(path + ": op must be a string");

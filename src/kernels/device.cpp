@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 
 namespace bonfire::kernels {
@@ -117,12 +118,7 @@ Device parse_device(const json& j, const std::string& where) {
 }
 
 Device load_device(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::BadGraph, path + ": not JSON: " + e.what());
-  }
+  const json j = parse_json_file(path);
   return parse_device(j, path);
 }
 

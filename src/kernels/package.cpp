@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/file.h"
 
 namespace bonfire::kernels {
@@ -367,12 +368,7 @@ Package parse_package(const json& j, const std::string& where) {
 }
 
 Package load_package(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::BadGraph, path + ": not JSON: " + e.what());
-  }
+  const json j = parse_json_file(path);
   return parse_package(j, path);
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace bonfire {
 
@@ -59,13 +60,7 @@ std::vector<int64_t> id_list(const json* v) {
 }
 
 json read_json_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail(path, "cannot be read");
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    fail(path, std::string("is not valid JSON (") + e.what() + ")");
-  }
+  return parse_json_file(path);
 }
 
 // Keys most decoder-only families share (Llama's names).

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace bonfire {
 
@@ -57,12 +58,8 @@ void load_safetensors_file(const std::string& path, WeightStore& store) {
   if (n > kMaxHeader || n > size - 8)
     fail(path, "header claims " + std::to_string(n) + " bytes but the file has " + std::to_string(size - 8) +
                    " after the length");
-  json header;
-  try {
-    header = json::parse(file->data() + 8, file->data() + 8 + n);
-  } catch (const json::exception& e) {
-    fail(path, std::string("header is not valid JSON (") + e.what() + ")");
-  }
+  const json header = parse_json(std::string_view(reinterpret_cast<const char*>(file->data()) + 8, n),
+                                 path + ": header", JsonLimits{16, kMaxHeader});
   if (!header.is_object()) fail(path, "header is not a JSON object");
   const uint64_t data_start = 8 + n;
   const uint64_t data_size = size - data_start;
@@ -122,13 +119,7 @@ void load_safetensors_file(const std::string& path, WeightStore& store) {
 void load_safetensors_folder(const std::string& dir, WeightStore& store) {
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    json j;
-    try {
-      std::ifstream f(index);
-      j = json::parse(f);
-    } catch (const json::exception& e) {
-      fail(index.string(), std::string("not valid JSON (") + e.what() + ")");
-    }
+    const json j = parse_json_file(index.string());
     if (!j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), "has no weight_map object");
     std::set<std::string> shards;
     for (const auto& [name, file] : j["weight_map"].items()) {

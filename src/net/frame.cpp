@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace bonfire::net {
 
@@ -45,11 +46,7 @@ Message decode_message(const std::string& bytes, const Limits& limits) {
     throw Error(ErrorCode::BadGraph, "link message: header length " + std::to_string(n) + " runs past the frame (" +
                                          std::to_string(bytes.size()) + " bytes)");
   Message m;
-  try {
-    m.header = json::parse(bytes.begin() + 4, bytes.begin() + 4 + n);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::BadGraph, std::string("link message: header is not JSON: ") + e.what());
-  }
+  m.header = parse_json(std::string_view(bytes).substr(4, n), "link message header", JsonLimits{64, SIZE_MAX});
   if (!m.header.is_object() || !m.header.contains("type") || !m.header["type"].is_string())
     throw Error(ErrorCode::BadGraph, "link message: header is not an object with a string \"type\"");
   const size_t payload_size = bytes.size() - 4 - n;

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/chat_template/ast.h"
 #include "model/chat_template/interpreter.h"
 #include "model/chat_template/lexer.h"
@@ -53,14 +54,7 @@ std::string token_string(const nlohmann::ordered_json& v, const std::string& key
 }  // namespace
 
 ChatTemplate load_chat_template(const std::string& path, nlohmann::ordered_json* extra_vars_out) {
-  std::ifstream f(path);
-  if (!f) throw Error(ErrorCode::BadGraph, "cannot read " + path);
-  nlohmann::ordered_json config;
-  try {
-    config = nlohmann::ordered_json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::BadGraph, path + ": " + e.what());
-  }
+  const nlohmann::ordered_json config = parse_ordered_json_file(path);
   // The special-token strings first: a folder whose template lives in
   // chat_template.jinja still takes them from this file.
   if (extra_vars_out) {

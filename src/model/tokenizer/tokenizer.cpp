@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/tokenizer/added_vocab.h"
 #include "model/tokenizer/model.h"
 #include "model/tokenizer/pipeline.h"
@@ -24,13 +25,9 @@ namespace {
 json read_json_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) bad_graph(path + ": cannot open tokenizer file (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    bad_graph(path + ": malformed JSON: " + e.what());
-  }
+  f.close();
+  // tokenizer.json of a 256k vocabulary is ~35 MB; the default bound is 64 MB.
+  return parse_json_file(path);
 }
 
 // tokenizer_config.json spells tokens as strings or {"content": ...} objects.

@@ -1,0 +1,87 @@
+#include "core/json_parse.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace bonfire {
+
+namespace {
+
+template <class Json>
+Json parse_bounded(std::string_view text, const std::string& what, const JsonLimits& limits) {
+  if (text.size() > limits.max_bytes)
+    throw Error(ErrorCode::TooLarge, what + ": " + std::to_string(text.size()) + " bytes of JSON, over the limit of " +
+                                         std::to_string(limits.max_bytes));
+  // The callback sees each value as it starts, with its depth: refuse before
+  // the deep part is built. (The parser itself keeps its stack on the heap.)
+  const int max_depth = limits.max_depth;
+  typename Json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t event, Json&) {
+    if ((event == nlohmann::json::parse_event_t::object_start ||
+         event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= max_depth)
+      throw Error(ErrorCode::BadGraph,
+                  what + ": JSON nested deeper than " + std::to_string(max_depth) + " levels");
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), cb);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorCode::BadGraph, what + ": malformed JSON: " + json_error_text(e));
+  }
+}
+
+std::string read_bounded(const std::string& path, size_t max_bytes) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
+  if (size > max_bytes)
+    throw Error(ErrorCode::TooLarge, path + ": " + std::to_string(size) + " bytes of JSON, over the limit of " +
+                                         std::to_string(max_bytes));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
+  std::string s(static_cast<size_t>(size), '\0');
+  f.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(f.gcount()));
+  return s;
+}
+
+}  // namespace
+
+std::string json_error_text(const std::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0) {
+    const size_t close = m.find("] ");
+    if (close != std::string::npos) m = m.substr(close + 2);
+  }
+  const size_t echo = m.find("; last read:");
+  if (echo != std::string::npos) m = m.substr(0, echo);
+  // What is left is nlohmann's own ASCII text; keep it short regardless.
+  if (m.size() > 200) m = m.substr(0, 200);
+  for (char& c : m)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return m;
+}
+
+nlohmann::json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
+  return parse_bounded<nlohmann::json>(text, what, limits);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
+  return parse_bounded<nlohmann::ordered_json>(text, what, limits);
+}
+
+nlohmann::json parse_json_file(const std::string& path, const JsonLimits& limits) {
+  return parse_json(read_bounded(path, limits.max_bytes), path, limits);
+}
+
+nlohmann::ordered_json parse_ordered_json_file(const std::string& path, const JsonLimits& limits) {
+  return parse_ordered_json(read_bounded(path, limits.max_bytes), path, limits);
+}
+
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace bonfire
