@@ -21,7 +21,9 @@ GGUF in a child process (an abort in llama.cpp is reported, not fatal):
     recorded with its margin top1 - top2, then decoded at the next position
     (the last chosen token is not decoded).
 
-Output: goldens/generate/<family>.<type>.json with family, type,
+Output: goldens/generate/<family>.<type>.json (<variant>.<type>.json for
+a VARIANTS entry, e.g. phi3_longrope: family phi3 with --longrope 32) with
+family (the writer's --family), type,
 writer_args (the extra writer arguments), n_ctx, prompt, logits (9
 significant digits), max_abs_logit, greedy, margins, n_swa (the sliding
 window llama.cpp applied: llama_model_n_swa, 0 = none), reference,
@@ -63,7 +65,14 @@ FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text", "phi3
             "bloom", "olmoe", "mixtral", "deepseek_v3", "gemma", "granite", "mpt", "qwen2_moe", "qwen3_moe", "lfm2"]
 TYPES = ["f32", "f16", "q8_0"]
 WRITER_ARGS = {"mistral": ["--sliding-window", "8"], "gemma2": ["--sliding-window", "8"],
-               "gemma3_text": ["--sliding-window", "8"]}
+               "gemma3_text": ["--sliding-window", "8"], "phi3_longrope": ["--longrope", "32", "--std", "0.05"]}
+# Variants: a golden name -> the writer family it runs with its WRITER_ARGS.
+# phi3_longrope: Phi-3 with LongRoPE in the converter's GGUF layout (factor
+# tensors, attn_factor, original context 32 < n_ctx 64, so llama.cpp takes
+# the long factors; weights with std 0.05 so that positions matter: without
+# LongRoPE the logits move by 8% and the greedy tokens part at the second).
+VARIANTS = {"phi3_longrope": "phi3"}
+FAMILIES.append("phi3_longrope")
 N_CTX = 64
 N_PROMPT = 16
 N_GREEDY = 32
@@ -248,10 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     written: list[str] = []
     for family in families:
         extra = WRITER_ARGS.get(family, [])
+        writer_family = VARIANTS.get(family, family)
         d = scratch / family
         try:
-            write_model(family, d, types, extra)
-            write_model(family, scratch / f"{family}.again", types, extra)
+            write_model(writer_family, d, types, extra)
+            write_model(writer_family, scratch / f"{family}.again", types, extra)
         except subprocess.CalledProcessError as e:
             refused[family] = f"writer failed: {(e.stderr or b'').decode(errors='replace').strip()[-300:]}"
             print(f"{family:12s} WRITER FAILED")
@@ -279,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             max_abs = float(np.abs(logits).max())
             fields = {
-                "family": family, "type": t, "writer_args": extra, "n_ctx": N_CTX, "prompt": prompt,
+                "family": writer_family, "type": t, "writer_args": extra, "n_ctx": N_CTX, "prompt": prompt,
                 "logits": r["logits"], "max_abs_logit": max_abs, "greedy": r["greedy"], "margins": r["margins"],
                 "n_swa": r["n_swa"],
                 "reference": f"{REFERENCE}, {build}; CPU backend {r['cpu_backend'] or '?'}; n_threads {N_THREADS}, "

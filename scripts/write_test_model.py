@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sliding-window", type=int, metavar="N",
                     help="sliding attention window of N tokens, for families whose config has one (mistral, mixtral, "
                          "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, gemma3_text, phi3); default: the family's own")
+    ap.add_argument("--longrope", type=int, metavar="N",
+                    help="phi3 only: LongRoPE rope_scaling (long/short factors) with original context N; the GGUF "
+                         "gets the converter's layout: rope_factors_{long,short}.weight and rope.scaling.attn_factor, "
+                         "no rope.scaling.type")
     ap.add_argument("--gguf", default="f32,f16,q8_0,q4_0", help=f"comma list of {', '.join(GGUF_TYPES)}; '' for none")
     args = ap.parse_args(argv)
 
@@ -190,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             cfg = family.set_sliding_window(cfg, args.sliding_window)
         except ValueError as e:
             ap.error(str(e))
+    if args.longrope is not None:
+        if not hasattr(family, "set_longrope") or args.longrope < 2:
+            ap.error("--longrope N (N >= 2) is for phi3")
+        cfg = family.set_longrope(cfg, args.longrope)
     cfg["torch_dtype"] = TORCH_DTYPE[args.dtype]
     cfg["transformers_version"] = TRANSFORMERS_VERSION
     cfg = dict(sorted(cfg.items()))

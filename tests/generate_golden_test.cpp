@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "golden_util.h"
 #include "ir/generation.h"
@@ -89,7 +90,9 @@ TEST_P(GenerateGolden, MatchesLlamaCpp) {
   const fs::path goldens = fs::path(BONFIRE_SOURCE_DIR) / "goldens" / "generate";
   const json g = testing::read_json(goldens / (c.family + "." + c.type + ".json"));
   const auto args = g["writer_args"].get<std::vector<std::string>>();
-  const fs::path dir = testing::test_model(c.family, "f32,f16,q8_0", args);
+  // c.family names the golden (a variant such as phi3_longrope); the
+  // golden's "family" is the writer's --family.
+  const fs::path dir = testing::test_model(g["family"].get<std::string>(), "f32,f16,q8_0", args);
   ASSERT_FALSE(dir.empty()) << "could not write the " << c.family << " test model";
   check_against(g, (dir / ("model-" + c.type + ".gguf")).string(), c.family + " gguf " + c.type);
   if (c.type != "f32") return;
@@ -98,6 +101,63 @@ TEST_P(GenerateGolden, MatchesLlamaCpp) {
     check_against(testing::read_json(torch_golden), (dir / "hf").string(), c.family + " hf (torch)");
   else
     check_against(g, (dir / "hf").string(), c.family + " hf");
+}
+
+// Phi-3 with LongRoPE as llama.cpp's converter writes it: factor tensors,
+// rope.scaling.attn_factor and rope.scaling.original_context_length, no
+// rope.scaling.type (scripts/compare_converter_layouts.py checks that the
+// writer's --longrope file equals the converter's). The golden above holds
+// bonfire to llama.cpp on it; this is the negative control: the same file
+// run with LongRoPE taken out of the IR (no factors, no attn_factor, as the
+// loader did before it recognised the layout) must miss the golden, so the
+// golden can fail.
+TEST(GenerateGoldenControl, Phi3WithoutLongRopeMissesTheGolden) {
+  const fs::path goldens = fs::path(BONFIRE_SOURCE_DIR) / "goldens" / "generate";
+  const json g = testing::read_json(goldens / "phi3_longrope.f32.json");
+  const fs::path dir =
+      testing::test_model("phi3", "f32,f16,q8_0", g["writer_args"].get<std::vector<std::string>>());
+  ASSERT_FALSE(dir.empty());
+  const std::string gguf = (dir / "model-f32.gguf").string();
+  ir::LocalModel::Options o;
+  o.ctx = g["n_ctx"].get<int64_t>();
+  json doc = ir::LocalModel::open(gguf, o)->ir();
+  // The loader read the converter's layout as LongRoPE.
+  int ropes = 0;
+  for (json& n : doc["block"]["nodes"]) {
+    if (n["op"] != "rope") continue;
+    ++ropes;
+    ASSERT_TRUE(n.contains("freq_factors")) << n.dump();
+    EXPECT_EQ(n["freq_factors"]["long"], "rope_factors_long.weight");
+    EXPECT_EQ(n["freq_factors"]["original_ctx"], 32);
+    ASSERT_TRUE(n.contains("attn_factor"));
+    EXPECT_NEAR(n["attn_factor"].get<double>(), std::sqrt(1 + std::log(4096.0 / 32) / std::log(32.0)), 1e-6);
+    n.erase("freq_factors");
+    n.erase("attn_factor");
+  }
+  ASSERT_EQ(ropes, 1);
+  const fs::path ir_file = fs::path(BONFIRE_SOURCE_DIR) / "build" / "testmodels" / "phi3-no-longrope.ir.json";
+  std::ofstream(ir_file) << doc.dump();
+  o.ir_file = ir_file.string();
+  auto model = ir::LocalModel::open(gguf, o);
+  ir::GenerateRequest req;
+  req.prompt = g["prompt"].get<std::vector<int32_t>>();
+  req.max_tokens = 32;
+  req.ignore_eos = true;
+  req.return_logits = true;
+  const ir::GenerateResult r = model->generate(req);
+  const std::vector<float> ref = g["logits"].get<std::vector<float>>();
+  ASSERT_EQ(r.prompt_logits.size(), ref.size());
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+    max_diff = std::max(max_diff, std::fabs(double(r.prompt_logits[i]) - ref[i]));
+  }
+  // 10x the f32 bound at least (measured: 7.7e-2).
+  EXPECT_GT(max_diff / max_ref, 10 * tolerance("f32"));
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  EXPECT_NE(r.tokens, greedy);
+  std::printf("phi3 without LongRoPE: rel %.3g, tokens %s\n", max_diff / max_ref,
+              r.tokens == greedy ? "equal" : "differ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GenerateGolden, ::testing::ValuesIn(cases()),

@@ -776,10 +776,37 @@ class Phi3(Family):
         w.add("model.norm.weight", (H,), "norm")
         w.add("lm_head.weight", (V, H))
 
+    def set_longrope(self, cfg, original_ctx: int) -> dict:
+        """config.json of a LongRoPE model (Phi-3-mini-128k's layout) whose
+        original context is `original_ctx` (write_test_model.py --longrope N):
+        rope_scaling {type: longrope, long_factor, short_factor}, rope_dims/2
+        numbers each, deterministic. The long factors stretch the slow
+        frequencies a lot, so a context past `original_ctx` changes logits."""
+        n = int(cfg.get("partial_rotary_factor", 1.0) * cfg["hidden_size"]) // cfg["num_attention_heads"] // 2
+        long_f = [round(1.0 + 15.0 * (j / max(n - 1, 1)) ** 2, 4) for j in range(n)]
+        short_f = [round(1.0 + 0.5 * j / max(n - 1, 1), 4) for j in range(n)]
+        return dict(cfg, original_max_position_embeddings=int(original_ctx),
+                    rope_scaling={"long_factor": long_f, "short_factor": short_f, "type": "longrope"})
+
+    def _longrope(self, cfg):
+        """(attn_factor, long, short) as Phi3MiniModel.generate_extra_tensors
+        derives them, or None without rope_scaling.long_factor."""
+        rs = cfg.get("rope_scaling") or {}
+        if not rs.get("long_factor"):
+            return None
+        orig = cfg["original_max_position_embeddings"]
+        scale = cfg["max_position_embeddings"] / orig
+        attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+        return attn, rs["long_factor"], rs["short_factor"]
+
     def gguf_params(self, cfg):
         a = self.gguf_arch
         n_embd, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
         rope_dims = int(cfg.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+        # The converter writes no rope.scaling.type for Phi-3: LongRoPE shows
+        # only as the factor tensors and this attn_factor key.
+        lr = self._longrope(cfg)
+        extra = [kv_f32(f"{a}.rope.scaling.attn_factor", lr[0])] if lr else []
         return [kv_u32(f"{a}.context_length", cfg["max_position_embeddings"]),
                 kv_u32(f"{a}.rope.scaling.original_context_length", cfg["original_max_position_embeddings"]),
                 kv_u32(f"{a}.embedding_length", n_embd),
@@ -791,12 +818,17 @@ class Phi3(Family):
                 kv_u32(f"{a}.rope.dimension_count", rope_dims),
                 kv_f32(f"{a}.rope.freq_base", cfg["rope_theta"]),
                 FILE_TYPE_PLACEHOLDER,
-                kv_u32(f"{a}.attention.sliding_window", cfg.get("sliding_window") or 0)]
+                kv_u32(f"{a}.attention.sliding_window", cfg.get("sliding_window") or 0)] + extra
 
     def gguf_tensors(self, cfg, t):
         layer_map = dict(LLAMA_LAYER_MAP)
         layer_map.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"})
-        return rename_layers(t, MODEL_LAYER_RE, layer_map, LLAMA_GLOBALS)
+        out = rename_layers(t, MODEL_LAYER_RE, layer_map, LLAMA_GLOBALS)
+        if lr := self._longrope(cfg):
+            # generate_extra_tensors runs first: the factors lead the file.
+            out = [("rope_factors_long.weight", np.array(lr[1], dtype=np.float32)),
+                   ("rope_factors_short.weight", np.array(lr[2], dtype=np.float32))] + out
+        return out
 
 
 class GPT2(Family):

@@ -105,6 +105,33 @@ ModelConfig ModelFiles::config() const {
     // Llama 3's rope scaling survives conversion only as this tensor (the
     // IR then names it; docs/IR.md §14).
     if (gguf_->find("rope_freqs.weight") && c.rope_scaling.is_null()) c.rope_scaling = {{"rope_type", "llama3"}};
+    // LongRoPE (Phi-3 128k, Phi-3.5): the converter writes the factors as
+    // rope_factors_{long,short}.weight, rope.scaling.attn_factor and
+    // rope.scaling.original_context_length, but no rope.scaling.type. The
+    // tensors are what llama.cpp goes by: it takes the long factors when the
+    // context exceeds the original one (context_length when the key is
+    // missing) and scales cos/sin by attn_factor (1 when missing).
+    if (gguf_->find("rope_factors_long.weight") && gguf_->find("rope_factors_short.weight") &&
+        (c.rope_scaling.is_null() || c.rope_scaling.value("rope_type", std::string()) == "longrope" ||
+         c.rope_scaling.value("rope_type", std::string()) == "su")) {
+      const json& kv = gguf_->metadata();
+      const std::string arch = kv["general.architecture"].get<std::string>();
+      auto number = [&](const std::string& key, double dflt) {
+        const auto it = kv.find(arch + "." + key);
+        return it != kv.end() && it->is_number() ? it->get<double>() : dflt;
+      };
+      const double orig = number("rope.scaling.original_context_length", double(c.max_position_embeddings));
+      if (!(orig >= 1 && orig <= double(int64_t{1} << 40)))
+        throw Error(ErrorCode::BadGraph, path_ + ": " + arch + ".rope.scaling.original_context_length = " +
+                                             std::to_string(orig) + " is not a context length");
+      const double attn = number("rope.scaling.attn_factor", 1.0);
+      if (!(attn > 0 && attn < 1e6))
+        throw Error(ErrorCode::BadGraph, path_ + ": " + arch + ".rope.scaling.attn_factor = " +
+                                             std::to_string(attn) + " is not a usable factor");
+      c.rope_scaling = {{"rope_type", "longrope"},
+                        {"original_max_position_embeddings", int64_t(orig)},
+                        {"attention_factor", attn}};
+    }
     // Biases are whatever the converter found in the checkpoint.
     c.attention_bias = gguf_->find("blk.0.attn_q.bias") || gguf_->find("blk.0.attn_qkv.bias");
     c.mlp_bias = gguf_->find("blk.0.ffn_up.bias") != nullptr;
