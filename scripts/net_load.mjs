@@ -2,12 +2,16 @@
 // Load on the network, as real processes on loopback:
 //
 //   node scripts/net_load.mjs [--concurrency 32] [--seconds 60] [--max-tokens 32]
-//        [--model PATH] [--url http://host:port] [--overhead-tokens 128] [--repeats 3]
+//        [--model PATH] [--url http://host:port] [--overhead-tokens 128] [--repeats 3] [--rounds 1]
 //
 // 1. `bonfire serve --model M` (with its in-process worker; or --url: a
 //    coordinator already running) and `--concurrency` clients, each looping
 //    streamed /api/v3/generate requests for `--seconds`. Prints requests
 //    completed, errors, p50/p99 time to first token and aggregate tokens/s.
+//    With `--rounds N` the load runs N times, and the coordinator's resident
+//    memory (VmRSS, when this script started it) is printed after each
+//    round: memory that grows round over round is a leak. The check allows
+//    10% + 32 MiB of growth from the first round to the last.
 // 2. The overhead per decode step: one greedy generation timed in one
 //    process (`bonfire generate --json`: timings.decodeMs) and through the
 //    coordinator and a worker (/api/v3/generate's timings.decodeMs); the
@@ -16,6 +20,7 @@
 // The summary is also printed as one line of JSON, {"requests", ...}
 // (tests/net/load.test.mjs reads it). Exits 1 when any request failed.
 // Speed is reported, never judged.
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -24,7 +29,7 @@ const {
   check, checkEqual, getJson, log, main, postJson, runBonfireJson, startServe, testModel, waitWorkers,
 } = await import(harness);
 
-const opts = { concurrency: 32, seconds: 60, 'max-tokens': 32, 'overhead-tokens': 128, repeats: 3, model: '', url: '' };
+const opts = { concurrency: 32, seconds: 60, 'max-tokens': 32, 'overhead-tokens': 128, repeats: 3, rounds: 1, model: '', url: '' };
 for (let i = 2; i < process.argv.length; i += 2) {
   const k = process.argv[i].replace(/^--/, '');
   if (!(k in opts) || i + 1 >= process.argv.length) {
@@ -124,17 +129,32 @@ async function overheadPhase(url, model) {
 await main('net_load', async () => {
   let url = opts.url;
   let model = opts.model;
+  let pid = null;
   if (!model) model = path.join(testModel('llama'), 'hf');
   if (!url) {
     const serve = await startServe(['--model', model]);
     await waitWorkers(serve, 1, { ids: ['local'] });
     url = serve.url;
+    pid = serve.proc.pid;
   }
-  log(`load: ${opts.concurrency} clients for ${opts.seconds} s on ${url} (${opts['max-tokens']} tokens per request)`);
-  const load = await loadPhase(url);
-  log(`requests completed ${load.requests}, errors ${load.errors}, tokens ${load.tokens} in ${load.seconds.toFixed(1)} s`);
-  log(`time to first token p50 ${load.ttftP50Ms.toFixed(1)} ms, p99 ${load.ttftP99Ms.toFixed(1)} ms; ` +
-      `aggregate ${load.tokensPerSecond.toFixed(1)} tokens/s`);
+  const rssMiB = () => {
+    if (!pid) return null;
+    const m = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : null;
+  };
+  const rounds = [];
+  let load;
+  for (let round = 1; round <= opts.rounds; ++round) {
+    log(`load round ${round}/${opts.rounds}: ${opts.concurrency} clients for ${opts.seconds} s on ${url} ` +
+        `(${opts['max-tokens']} tokens per request)`);
+    load = await loadPhase(url);
+    const rss = rssMiB();
+    rounds.push({ requests: load.requests, errors: load.errors, ttftP50Ms: load.ttftP50Ms, ttftP99Ms: load.ttftP99Ms,
+                  tokensPerSecond: load.tokensPerSecond, rssMiB: rss });
+    log(`requests completed ${load.requests}, errors ${load.errors}, tokens ${load.tokens} in ${load.seconds.toFixed(1)} s`);
+    log(`time to first token p50 ${load.ttftP50Ms.toFixed(1)} ms, p99 ${load.ttftP99Ms.toFixed(1)} ms; ` +
+        `aggregate ${load.tokensPerSecond.toFixed(1)} tokens/s` + (rss === null ? '' : `; coordinator RSS ${rss.toFixed(1)} MiB`));
+  }
   // Nothing left running once every client has its answer.
   const metrics = (await getJson(url, '/metrics')).text;
   const active = /^bonfire_active_generations (\S+)$/m.exec(metrics);
@@ -143,6 +163,12 @@ await main('net_load', async () => {
       `ms/step, through serve + worker ${overhead.networkMsPerStep.toFixed(3)} ms/step: ` +
       `${overhead.overheadMsPerStep.toFixed(3)} ms/step of coordinator and WebSocket (median of ${opts.repeats})`);
   console.log(JSON.stringify({ ...load, activeAfter: active ? Number(active[1]) : null, overhead,
-                               concurrency: opts.concurrency }));
-  check(load.errors === 0, `${load.errors} requests failed, e.g.:\n${load.errorSamples.join('\n')}`);
+                               concurrency: opts.concurrency, rounds }));
+  const errors = rounds.reduce((n, r) => n + r.errors, 0);
+  check(errors === 0, `${errors} requests failed, e.g.:\n${load.errorSamples.join('\n')}`);
+  if (rounds.length > 1 && rounds[0].rssMiB !== null) {
+    const first = rounds[0].rssMiB, last = rounds[rounds.length - 1].rssMiB;
+    check(last <= first * 1.1 + 32, `the coordinator's RSS grew from ${first.toFixed(1)} to ${last.toFixed(1)} MiB ` +
+          `over ${rounds.length} rounds`);
+  }
 }, { timeoutMs: (opts.seconds + 400) * 1000 });

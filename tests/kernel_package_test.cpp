@@ -210,7 +210,7 @@ TEST(KernelPackage, MalformedPackagesNameTheJsonPath) {
   const auto dir = std::filesystem::temp_directory_path() / "bonfire_kernel_pkg_test";
   std::filesystem::create_directories(dir);
   std::ofstream((dir / "bad.json").string()) << "{\"name\": ";
-  EXPECT_NE(error_of([&] { load_package((dir / "bad.json").string()); }).find("bad.json: not JSON"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_package((dir / "bad.json").string()); }).find("bad.json: malformed JSON"), std::string::npos);
 }
 
 // ---- the test package ---------------------------------------------------

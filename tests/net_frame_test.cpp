@@ -69,7 +69,7 @@ TEST(NetFrame, RefusesTruncatedAndLyingFrames) {
   EXPECT_NE(error_of(good.substr(0, 2)).find("shorter than"), std::string::npos);
   // Every truncation fails with a message, never a crash or a short tensor.
   for (size_t n = 0; n < good.size(); n += 7) EXPECT_NE(error_of(good.substr(0, n)), "") << n;
-  EXPECT_NE(error_of(raw_frame("{not json", "")).find("not JSON"), std::string::npos);
+  EXPECT_NE(error_of(raw_frame("{not json", "")).find("malformed JSON"), std::string::npos);
   EXPECT_NE(error_of(raw_frame("[1,2]", "")).find("\"type\""), std::string::npos);
   const std::string past = error_of(
       raw_frame(R"({"type":"r","tensors":[{"name":"x","shape":[4],"offset":8,"bytes":16}]})", std::string(16, 'a')));

@@ -40,6 +40,7 @@ struct Options {
   std::string local_memory;
   net::WorkerOptions worker;
   std::string worker_memory;
+  std::string cache_max;
   bool no_model = false;
 };
 
@@ -62,6 +63,10 @@ std::function<int()> add_net_commands(CLI::App& app) {
       ->capture_default_str();
   serve->add_option("--max-tokens", o->serve.max_tokens, "most tokens one request may generate")->capture_default_str();
   serve->add_option("--max-body", o->serve.max_body, "largest request body in bytes")->capture_default_str();
+  serve->add_option("--graph-timeout", o->serve.graph_timeout_s,
+                    "seconds a /api/v3/graph call may run on a worker (then 504; the worker stops it too)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
       ->capture_default_str();
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
@@ -80,6 +85,8 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_option("--memory", o->worker_memory, "memory this worker lends (e.g. 8G; default: what is free now)");
   worker->add_option("--disable-feature", o->worker.disabled_features, "announce and run without this feature");
   worker->add_option("--cache-dir", o->worker.cache_dir, "where models fetched from the coordinator are kept");
+  worker->add_option("--cache-max", o->cache_max,
+                     "most the model cache may hold (e.g. 20G); the least recently used models go first");
   worker->add_flag("!--no-fetch", o->worker.fetch_models, "never download models from the coordinator");
   worker->add_flag("!--no-reconnect", o->worker.reconnect, "exit when the coordinator goes away");
   worker->add_flag("--quiet", o->worker.quiet, "no log lines on stderr");
@@ -104,6 +111,7 @@ std::function<int()> add_net_commands(CLI::App& app) {
       const int guard = guarded([&] {
         std::signal(SIGPIPE, SIG_IGN);
         o->worker.memory = parse_bytes(o->worker_memory);
+        if (!o->cache_max.empty()) o->worker.cache_max = parse_bytes(o->cache_max);
         net::Worker w(o->worker);
         // The handler only sets a flag: Worker::stop() takes a mutex and
         // allocates, which a signal landing inside malloc or inside that

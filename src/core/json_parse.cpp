@@ -17,7 +17,9 @@ Json parse_bounded(std::string_view text, const std::string& what, const JsonLim
   // The callback sees each value as it starts, with its depth: refuse before
   // the deep part is built. (The parser itself keeps its stack on the heap.)
   const int max_depth = limits.max_depth;
-  typename Json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t event, Json&) {
+  std::string last_key;  // to say where a bad value was
+  typename Json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && parsed.is_string()) last_key = parsed.template get<std::string>();
     if ((event == nlohmann::json::parse_event_t::object_start ||
          event == nlohmann::json::parse_event_t::array_start) &&
         depth >= max_depth)
@@ -28,7 +30,15 @@ Json parse_bounded(std::string_view text, const std::string& what, const JsonLim
   try {
     return Json::parse(text.begin(), text.end(), cb);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorCode::BadGraph, what + ": malformed JSON: " + json_error_text(e));
+    std::string near;
+    if (!last_key.empty()) {
+      // The key is the sender's text: shown short and printable only.
+      std::string k = last_key.substr(0, 64);
+      for (char& c : k)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e || c == '"') c = '?';
+      near = " (after the key \"" + k + "\")";
+    }
+    throw Error(ErrorCode::BadGraph, what + ": malformed JSON: " + json_error_text(e) + near);
   }
 }
 

@@ -130,8 +130,14 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       throw Error(ErrorCode::BadGraph, std::string("a param has the wrong type: ") + e.what(), node.id);
     }
   }
-  for (const auto& o : g.outputs)
-    if (o.kind != Ref::Node) external(o, "");
+  int64_t output_bytes = 0;
+  for (const auto& o : g.outputs) {
+    const TensorDesc d = o.kind == Ref::Node ? plan[o.node].out : external(o, "")->desc();
+    output_bytes += d.numel() * 4;  // packed weights travel dequantized (net/frame.h)
+  }
+  if (output_bytes > limits.max_output_bytes)
+    too_large("the outputs would be " + std::to_string(output_bytes) + " bytes, over the " +
+              std::to_string(limits.max_output_bytes) + " this answer may carry");
   for (const auto& [k, r] : g.retain)
     if (r.kind != Ref::Node) external(r, "");
 
@@ -151,6 +157,9 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   BufferPool pool;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
+    if (limits.deadline_ms > 0 && steady_now_ms() > limits.deadline_ms)
+      throw Error(ErrorCode::Timeout, "the call ran over its time budget (stopped before node " + node.id + ")",
+                  node.id);
     OpInputs in;
     for (const auto& r : node.in)
       in.push_back(r.kind == Ref::Node ? &values[r.node] : const_cast<Tensor*>(external(r, node.id)));

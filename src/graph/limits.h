@@ -11,9 +11,20 @@ struct Limits {
   int64_t max_tensor_elements = 1LL << 28;  // elements in any one tensor (1 GiB of f32)
   int64_t max_rank = 8;                     // axes per tensor
   int64_t max_total_bytes = 8LL << 30;      // all tensors one call creates, summed
+  // The call's outputs as they travel (f32, 4 bytes an element), summed: a
+  // worker sets it under its link's frame limit, the coordinator lower for
+  // an answer it must encode as JSON. Checked before anything runs.
+  int64_t max_output_bytes = 8LL << 30;
+  // When the call must be done: steady_clock milliseconds (0: no deadline).
+  // Checked between nodes: a call over its time budget stops with `timeout`
+  // at the next node (a session it wrote to may hold a partial step).
+  int64_t deadline_ms = 0;
 };
 
 // shape's element count, or -1 when it exceeds `limit` (no overflow).
 int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit);
+
+// The clock deadline_ms is on: std::chrono::steady_clock in milliseconds.
+int64_t steady_now_ms();
 
 }  // namespace bonfire

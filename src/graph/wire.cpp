@@ -1,5 +1,6 @@
 #include "graph/wire.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,11 @@
 namespace bonfire {
 
 using json = nlohmann::json;
+
+int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit) {
   int64_t n = 1;

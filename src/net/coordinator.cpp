@@ -1,11 +1,15 @@
 #include "net/coordinator.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
+#include <boost/asio/strand.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "graph/wire.h"
 #include "net/model_hash.h"
 
@@ -14,19 +18,18 @@ namespace bonfire::net {
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
 namespace {
 
 constexpr int kProtocol = 3;
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Compares secrets without leaking where they differ through timing.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
 }
 
 Error error_from_json(const json& e) {
@@ -43,7 +46,7 @@ Error error_from_json(const json& e) {
 
 }  // namespace
 
-Message RemoteWorker::call(Message m, double timeout_s) {
+Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std::set<std::string>* expect) {
   auto p = std::make_shared<Pending>();
   int64_t req;
   {
@@ -54,6 +57,8 @@ Message RemoteWorker::call(Message m, double timeout_s) {
     pending_[req] = p;
   }
   m.header["req"] = req;
+  m.header["timeoutMs"] = static_cast<int64_t>(timeout_s * 1000);
+  const int64_t max_output = m.header.value("maxOutputBytes", int64_t(-1));
   ++in_flight_;
   const auto t0 = std::chrono::steady_clock::now();
   link_->send(m);
@@ -64,12 +69,17 @@ Message RemoteWorker::call(Message m, double timeout_s) {
   {
     std::lock_guard<std::mutex> g(mu_);
     pending_.erase(req);
+    if (!done) {
+      abandoned_.insert(req);
+      if (abandoned_.size() > 1024) abandoned_.erase(abandoned_.begin());
+    }
   }
+  const std::string secs = std::to_string(static_cast<int>(timeout_s));
   if (!done) {
-    // A worker that does not answer in time is no longer trusted with work.
-    link_->close("no answer within " + std::to_string(static_cast<int>(timeout_s)) + " s");
-    throw Error(ErrorCode::Timeout, "worker " + info_.id + " did not answer within " +
-                                        std::to_string(static_cast<int>(timeout_s)) + " s");
+    // The worker stops the call at the same deadline. A step the
+    // coordinator built should never take this long; a client's graph may.
+    if (kind == CallKind::Step) strike("no answer to a step within " + secs + " s");
+    throw Error(ErrorCode::Timeout, "worker " + info_.id + " did not answer within " + secs + " s");
   }
   if (!p->failure.empty()) throw Error(ErrorCode::NoWorker, "worker " + info_.id + " is gone (" + p->failure + ")");
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -78,24 +88,63 @@ Message RemoteWorker::call(Message m, double timeout_s) {
     ewma_ms_ = ewma_ms_ == 0 ? ms : 0.8 * ewma_ms_ + 0.2 * ms;
   }
   ++calls_;
-  if (p->reply.type() == "error") throw error_from_json(p->reply.header.value("error", json()));
+  if (p->reply.type() == "error") {
+    Error e = error_from_json(p->reply.header.value("error", json()));
+    if (kind == CallKind::Step || e.code == ErrorCode::Internal) strike(std::string("answered with an error: ") + e.what());
+    throw e;
+  }
+  if (p->reply.type() != "result") {
+    strike("answered with a \"" + p->reply.type() + "\" message");
+    throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a malformed reply");
+  }
+  int64_t bytes = 0;
+  for (const auto& [name, t] : p->reply.tensors) {
+    bytes += t.numel() * 4;
+    if (expect && !expect->count(name)) {
+      strike("its reply carries a tensor \"" + name.substr(0, 64) + "\" nobody asked for");
+      throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a tensor that was not asked for");
+    }
+  }
+  if (max_output >= 0 && bytes > max_output) {
+    strike("its reply is larger than the call allows");
+    throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent more bytes than the call allows");
+  }
+  strikes_ = 0;
   return std::move(p->reply);
 }
 
-void RemoteWorker::on_reply(Message m) {
-  if (m.type() == "pong") return;
-  const json req = m.header.value("req", json());
-  if (!req.is_number_integer()) {
-    link_->close("a reply without a request id");
-    return;
+void RemoteWorker::strike(const std::string& why) {
+  const int n = ++strikes_;
+  if (n >= kMaxStrikes)
+    link_->close("dropped after " + std::to_string(n) + " wrong answers in a row (last: " + why + ")");
+}
+
+void RemoteWorker::unsolicited(const std::string& what) {
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++unsolicited_;
   }
+  if (n > kMaxUnsolicited)
+    link_->close("dropped: over " + std::to_string(kMaxUnsolicited) + " frames that answer nothing (last: " + what + ")");
+}
+
+void RemoteWorker::on_reply(Message m) {
+  const json req = m.header.value("req", json());
+  if (!req.is_number_integer()) return unsolicited("a \"" + m.type().substr(0, 32) + "\" without a request id");
   std::shared_ptr<Pending> p;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(req.get<int64_t>());
-    if (it == pending_.end()) return;  // answered after its caller gave up
-    p = it->second;
+    if (it == pending_.end()) {
+      // Answered after its caller gave up: expected once per abandoned call.
+      if (abandoned_.erase(req.get<int64_t>())) return;
+    } else {
+      p = it->second;
+      pending_.erase(it);  // one answer per request
+    }
   }
+  if (!p) return unsolicited("an answer to request " + req.dump() + ", which is not waiting");
   std::lock_guard<std::mutex> lock(p->mu);
   p->reply = std::move(m);
   p->done = true;
@@ -145,65 +194,114 @@ void RemoteWorker::note_graph(const std::string& key) {
 
 Coordinator::Coordinator(Options options)
     : options_(std::move(options)), guard_(boost::asio::make_work_guard(ioc_)) {
-  thread_ = std::thread([this] { ioc_.run(); });
+  for (int i = 0; i < std::max(1, options_.io_threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
 }
 
 Coordinator::~Coordinator() {
-  for (auto& w : workers()) w->close("the coordinator is stopping");
+  shutdown();
   guard_.reset();
   ioc_.stop();
-  if (thread_.joinable()) thread_.join();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
 }
 
-void Coordinator::accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request) {
-  auto ws = std::make_shared<WsStream>(std::move(socket));
+void Coordinator::shutdown() {
+  std::vector<std::shared_ptr<Link>> links;
+  std::vector<std::thread> joins;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_ = true;
+    for (auto& w : links_)
+      if (auto l = w.lock()) links.push_back(l);
+    links_.clear();
+    joins.swap(join_threads_);
+  }
+  for (auto& l : links) l->close("the coordinator is stopping");
+  // An on_join thread waits on calls to its worker, which the closes end.
+  for (auto& t : joins)
+    if (t.joinable()) t.join();
+}
+
+void Coordinator::accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request, std::shared_ptr<void> slot) {
+  // The link gets a strand of its own: its handlers never run at once, and
+  // different links run on different I/O threads.
+  boost::asio::ip::tcp::socket own(boost::asio::make_strand(ioc_));
+  beast::error_code ec;
+  const auto protocol = socket.local_endpoint(ec).protocol();
+  if (ec) return;
+  const int fd = ::dup(socket.native_handle());
+  socket.close(ec);
+  if (fd < 0) return;
+  own.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  auto ws = std::make_shared<WsStream>(std::move(own));
   auto req = std::make_shared<HttpRequestRaw>(std::move(request));
-  ws->async_accept(*req, [this, ws, req](beast::error_code ec) {
+  ws->async_accept(*req, [this, ws, req, slot](beast::error_code ec) {
     if (ec) return;
-    auto link = std::make_shared<Link>(std::move(*ws), Limits{}, options_.max_frame_bytes, options_.idle_timeout_s);
-    auto slot = std::make_shared<std::shared_ptr<RemoteWorker>>();
+    Link::Options lo;
+    lo.max_frame_bytes = options_.hello_max_bytes;  // raised by the welcome
+    lo.idle_timeout_s = options_.idle_timeout_s;
+    auto timer = std::make_shared<boost::asio::steady_timer>(ws->get_executor(), std::chrono::seconds(10));
+    auto link = std::make_shared<Link>(std::move(*ws), lo, slot);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shut_) return;  // the link's destructor closes the socket
+      std::erase_if(links_, [](const std::weak_ptr<Link>& w) { return w.expired(); });
+      links_.push_back(link);
+    }
+    auto worker = std::make_shared<std::shared_ptr<RemoteWorker>>();
     std::weak_ptr<Link> weak = link;
     link->start(
-        [this, weak, slot](Message m) {
+        [this, weak, worker](Message m) {
           auto l = weak.lock();
           if (!l) return;
-          if (*slot) return (*slot)->on_reply(std::move(m));
-          hello(l, m, slot);
+          if (*worker) return (*worker)->on_reply(std::move(m));
+          hello(l, m, worker);
         },
-        [this, slot](const std::string& reason) {
-          auto w = *slot;
+        [this, worker](const std::string& reason) {
+          auto w = *worker;
           if (!w) return;
           w->on_close(reason);
           {
             std::lock_guard<std::mutex> lock(mu_);
-            auto it = workers_.find(w->info().id);
+            auto it = workers_.find(w->id());
             if (it != workers_.end() && it->second == w) workers_.erase(it);
           }
-          event("left", w->info().id, reason);
+          event(reason.rfind("dropped", 0) == 0 ? "dropped" : "left", w->id(), reason);
         });
-    // A peer that never says hello is dropped.
-    auto timer = std::make_shared<boost::asio::steady_timer>(ioc_, std::chrono::seconds(10));
-    timer->async_wait([weak, slot, timer](beast::error_code) {
-      if (auto l = weak.lock(); l && !*slot) l->close("no hello within 10 s");
+    // A peer that never says hello is dropped. The timer runs on the link's
+    // strand, as the hello does.
+    timer->async_wait([weak, worker, timer](beast::error_code) {
+      if (auto l = weak.lock(); l && !*worker) l->close("no hello within 10 s");
     });
   });
 }
 
 void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::shared_ptr<std::shared_ptr<RemoteWorker>> slot) {
   const json& h = m.header;
-  auto refuse = [&](const std::string& why) {
-    link->send(Message(json{{"type", "refused"}, {"error", why}}));
+  const std::string claimed = h.contains("id") && h["id"].is_string() ? h["id"].get<std::string>() : "";
+  auto refuse = [&](const std::string& why, bool retry = false) {
+    link->send(Message(json{{"type", "refused"}, {"error", why}, {"retry", retry}}));
     link->close(why);
-    event("refused", h.value("id", std::string()), why);
+    event("refused", safe_name(claimed) ? claimed : "?", why);
   };
   try {
-    if (m.type() != "hello") return refuse("the first message must be a hello, not \"" + m.type() + "\"");
-    if (h.value("protocol", 0) != kProtocol)
-      return refuse("protocol " + h.value("protocol", json()).dump() + " is not this coordinator's (3)");
+    if (m.type() != "hello") return refuse("the first message must be a hello, not \"" + m.type().substr(0, 32) + "\"");
+    if (!h.value("protocol", json()).is_number_integer() || h["protocol"].get<int64_t>() != kProtocol)
+      return refuse("protocol " + h.value("protocol", json()).dump().substr(0, 32) + " is not this coordinator's (3)");
     if (!options_.token.empty() && !same_secret(h.value("token", std::string()), options_.token))
       return refuse("wrong or missing token (--token)");
+    // The id "local" routes every generation of a default coordinator: only
+    // the process's own worker, which knows the secret, may take it.
+    const bool local = !options_.local_secret.empty() &&
+                       same_secret(h.value("localSecret", std::string()), options_.local_secret);
+    if (claimed == "local" && !local) return refuse("the worker id \"local\" is reserved for the coordinator's own worker");
     WorkerInfo info;
     info.remote = link->remote();
+    info.local = local;
     for (const auto& o : h.at("ops")) info.ops.insert(o.get<std::string>());
     for (const auto& f : h.at("features")) info.features.insert(f.get<std::string>());
     info.limits = h.value("limits", json::object());
@@ -212,28 +310,37 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     info.fetch = h.value("fetch", false);
     info.joined = unix_now();
     for (const auto& mm : h.value("models", json::array())) info.models[mm.at("id")] = mm.at("hash");
-    std::string id = h.value("id", std::string());
-    if (!id.empty() && !safe_name(id)) return refuse("worker id \"" + id + "\" has characters ids may not have");
-    std::shared_ptr<RemoteWorker> w;
+    std::string id = claimed;
+    if (!id.empty() && !safe_name(id)) return refuse("the worker id has characters ids may not have");
+    std::shared_ptr<RemoteWorker> w, replaced;
+    bool duplicate = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (shut_) return refuse("the coordinator is stopping", true);
       if (!id.empty() && workers_.count(id)) {
-        // The first keeps its sessions; the newcomer must pick another id.
-        std::string why = "a worker with id \"" + id + "\" is already connected";
-        link->send(Message(json{{"type", "refused"}, {"error", why}}));
-        link->close(why);
-        event("refused", id, why);
-        return;
+        if (local) {
+          // The real local worker back before its old link was noticed gone.
+          replaced = workers_[id];
+        } else {
+          duplicate = true;
+        }
       }
-      if (id.empty())
-        do id = "w" + std::to_string(next_id_++);
-        while (workers_.count(id));
-      info.id = id;
-      w = std::make_shared<RemoteWorker>(info, link);
-      workers_[id] = w;
+      if (!duplicate) {
+        if (id.empty())
+          do id = "w" + std::to_string(next_id_++);
+          while (workers_.count(id));
+        info.id = id;
+        w = std::make_shared<RemoteWorker>(info, link);
+        workers_[id] = w;
+      }
     }
+    // The first keeps its sessions; the newcomer may try again later (the
+    // first may be a link about to be found dead).
+    if (duplicate) return refuse("a worker with id \"" + id + "\" is already connected", true);
+    if (replaced) replaced->close("replaced by a new link of the same worker");
     *slot = w;
-    link->send(Message(json{{"type", "welcome"}, {"id", id}}));
+    link->set_max_frame(options_.max_frame_bytes);
+    link->send(Message(json{{"type", "welcome"}, {"id", id}, {"maxFrameBytes", options_.max_frame_bytes}}));
     // One line that says what joined: where from and what it brings.
     char what[160];
     std::snprintf(what, sizeof what, "from %s: %lld threads, %.1f GiB, %zu ops, %zu features, %zu models",
@@ -241,9 +348,12 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
                   static_cast<double>(info.memory) / (1024.0 * 1024 * 1024), info.ops.size(), info.features.size(),
                   info.models.size());
     event("joined", id, what);
-    if (on_join) std::thread([this, w] { on_join(w); }).detach();
+    if (on_join) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!shut_) join_threads_.emplace_back([this, w] { on_join(w); });
+    }
   } catch (const json::exception& e) {
-    refuse(std::string("malformed hello: ") + e.what());
+    refuse(std::string("malformed hello: ") + json_error_text(e));
   }
 }
 

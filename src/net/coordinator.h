@@ -32,30 +32,51 @@ struct WorkerInfo {
   int64_t threads = 0;
   int64_t memory = 0;
   bool fetch = false;                        // accepts models over HTTP
+  bool local = false;                        // the coordinator's own worker (proved by its secret)
   std::map<std::string, std::string> models;  // id -> hash
   double joined = 0;                          // unix seconds
 };
 
+// Who asked for a call, which decides whose fault a failure is. A step of a
+// generation is a graph the coordinator built: an error answering it, or no
+// answer in time, is the worker's fault. A client's own graph (/api/v3/graph)
+// may be refused or run long through no fault of the worker's.
+enum class CallKind { Step, ClientGraph, Control };
+
 class RemoteWorker {
  public:
+  // Wrong answers in a row after which a worker is dropped.
+  static constexpr int kMaxStrikes = 3;
+  // Frames a worker may send that answer nothing, over its link's life.
+  static constexpr int kMaxUnsolicited = 16;
+
   RemoteWorker(WorkerInfo info, std::shared_ptr<Link> link) : info_(std::move(info)), link_(std::move(link)) {}
-  // Sends `m` with a fresh "req" and waits for the reply. Throws the Error a
-  // worker's "error" reply carries; Error(Timeout) after `timeout_s`;
-  // Error(NoWorker) when the link drops first (the caller may fail over).
-  Message call(Message m, double timeout_s);
+  // Sends `m` with a fresh "req" and its time budget ("timeoutMs": the worker
+  // stops the call then too), and waits for the reply. A reply may carry only
+  // the tensors named in `expect` (when given) and at most m's
+  // "maxOutputBytes". Throws the Error a worker's "error" reply carries;
+  // Error(Timeout) after `timeout_s`; Error(NoWorker) when the link drops
+  // first or the reply is malformed (the caller may fail over). Faults count
+  // as strikes by `kind` (see CallKind); kMaxStrikes in a row drop the worker.
+  Message call(Message m, double timeout_s, CallKind kind = CallKind::Step,
+               const std::set<std::string>* expect = nullptr);
   void send(const Message& m) { link_->send(m); }
   void close(const std::string& reason) { link_->close(reason); }
+  // A wrong answer found by the caller (e.g. a token outside the vocabulary).
+  void strike(const std::string& why);
 
   WorkerInfo info() const;
+  const std::string& id() const { return info_.id; }  // never changes
   void add_model(const std::string& id, const std::string& hash);
   bool alive() const { return !link_->closed(); }
   int in_flight() const { return in_flight_; }
   double ms_per_call() const;
   int64_t calls() const { return calls_; }
+  int strikes() const { return strikes_; }
   bool has_graph(const std::string& key);
   void note_graph(const std::string& key);
 
-  // From the link (io thread).
+  // From the link (its strand).
   void on_reply(Message m);
   void on_close(const std::string& reason);
 
@@ -67,14 +88,19 @@ class RemoteWorker {
     Message reply;
     std::string failure;
   };
+  void unsolicited(const std::string& what);
+
   mutable std::mutex mu_;
   WorkerInfo info_;
   std::shared_ptr<Link> link_;
   std::map<int64_t, std::shared_ptr<Pending>> pending_;
+  std::set<int64_t> abandoned_;  // timed out: a late answer is not unsolicited
   std::set<std::string> graphs_;
   int64_t next_req_ = 1;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> calls_{0};
+  std::atomic<int> strikes_{0};
+  int unsolicited_ = 0;
   double ewma_ms_ = 0;
   std::string closed_reason_;
 };
@@ -82,16 +108,24 @@ class RemoteWorker {
 class Coordinator {
  public:
   struct Options {
-    std::string token;          // workers must present it ("" = open network)
+    std::string token;           // workers must present it ("" = open network)
+    std::string local_secret;    // the only key to the id "local" ("" = no local worker)
     double idle_timeout_s = 20;  // a silent link is closed after this
     uint64_t max_frame_bytes = uint64_t(1) << 30;
+    uint64_t hello_max_bytes = 16 << 10;  // any frame before a welcome
+    int io_threads = 2;                    // links are spread over these
   };
   explicit Coordinator(Options options);
   ~Coordinator();
   boost::asio::io_context& io() { return ioc_; }
+  const Options& options() const { return options_; }
 
-  // Takes a socket that asked for a WebSocket at /api/v3/worker.
-  void accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request);
+  // Takes a socket that asked for a WebSocket at /api/v3/worker; `slot` is
+  // held while the link lives (the HTTP server's connection count).
+  void accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request, std::shared_ptr<void> slot = nullptr);
+  // Closes every link and refuses new ones; waits for the on_join threads.
+  // Calls in flight fail at once with NoWorker. Idempotent.
+  void shutdown();
 
   std::vector<std::shared_ptr<RemoteWorker>> workers() const;
   std::shared_ptr<RemoteWorker> find(const std::string& id) const;
@@ -101,9 +135,10 @@ class Coordinator {
   std::shared_ptr<RemoteWorker> pick(const std::set<std::string>& ops, const std::set<std::string>& features,
                                      const std::string& model_hash, const std::set<std::string>& exclude = {}) const;
 
-  // Joined, left, refused: for the log line and the metrics.
+  // Joined, left, refused, dropped: for the log line and the metrics.
   std::function<void(const std::string& event, const std::string& worker, const std::string& detail)> on_event;
-  // A worker that joined (models may be offered to it).
+  // A worker that joined (models may be offered to it); runs on its own
+  // thread, joined by shutdown().
   std::function<void(std::shared_ptr<RemoteWorker>)> on_join;
 
  private:
@@ -115,10 +150,17 @@ class Coordinator {
   Options options_;
   boost::asio::io_context ioc_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<RemoteWorker>> workers_;
+  std::vector<std::weak_ptr<Link>> links_;  // every link accepted (shutdown closes them)
+  std::vector<std::thread> join_threads_;
+  bool shut_ = false;
   int64_t next_id_ = 1;
 };
+
+// Compares secrets (tokens, API keys) in time that does not depend on where
+// they differ.
+bool same_secret(const std::string& a, const std::string& b);
 
 }  // namespace bonfire::net

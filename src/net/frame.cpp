@@ -38,7 +38,7 @@ std::string encode_message(const Message& m) {
   return out;
 }
 
-Message decode_message(const std::string& bytes, const Limits& limits) {
+Message decode_message(std::string_view bytes, const Limits& limits) {
   if (bytes.size() < 4) throw Error(ErrorCode::BadGraph, "link message: shorter than its 4-byte header length");
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -46,7 +46,7 @@ Message decode_message(const std::string& bytes, const Limits& limits) {
     throw Error(ErrorCode::BadGraph, "link message: header length " + std::to_string(n) + " runs past the frame (" +
                                          std::to_string(bytes.size()) + " bytes)");
   Message m;
-  m.header = parse_json(std::string_view(bytes).substr(4, n), "link message header", JsonLimits{64, SIZE_MAX});
+  m.header = parse_json(bytes.substr(4, n), "link message header", JsonLimits{64, SIZE_MAX});
   if (!m.header.is_object() || !m.header.contains("type") || !m.header["type"].is_string())
     throw Error(ErrorCode::BadGraph, "link message: header is not an object with a string \"type\"");
   const size_t payload_size = bytes.size() - 4 - n;

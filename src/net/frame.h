@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 #include "graph/limits.h"
@@ -32,6 +33,6 @@ struct Message {
 // Packed tensors are dequantized: only f32 travels.
 std::string encode_message(const Message& m);
 // Throws Error(BadGraph) naming what is malformed, or Error(TooLarge).
-Message decode_message(const std::string& bytes, const Limits& limits);
+Message decode_message(std::string_view bytes, const Limits& limits);
 
 }  // namespace bonfire::net

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace bonfire::net {
 
@@ -16,7 +17,27 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// Open connections, in all and per client address. Shared with the slots
+// that upgraded connections carry away, which may outlive the server.
+struct ConnectionCounts {
+  std::mutex mu;
+  int open = 0;
+  std::map<std::string, int> per_address;
+};
+
 namespace {
+
+// A connection's place in the counts, given back when the last holder lets go.
+struct Slot {
+  std::shared_ptr<ConnectionCounts> counts;
+  std::string address;
+  ~Slot() {
+    std::lock_guard<std::mutex> lock(counts->mu);
+    --counts->open;
+    if (--counts->per_address[address] <= 0) counts->per_address.erase(address);
+  }
+};
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -77,6 +98,8 @@ std::string HttpRequest::query_param(const std::string& name) const {
   return {};
 }
 
+void HttpResponder::send_json(int status, const nlohmann::json& j) { send(status, dump_json(j) + "\n"); }
+
 void HttpResponder::send(int status, const std::string& body, const std::string& content_type,
                          const std::map<std::string, std::string>& headers) {
   if (answered_) return;
@@ -130,7 +153,12 @@ void HttpResponder::end_stream() {
 }
 
 HttpServer::HttpServer(asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade)
-    : ioc_(ioc), options_(options), handler_(std::move(handler)), upgrade_(std::move(upgrade)), acceptor_(ioc) {
+    : ioc_(ioc),
+      options_(options),
+      handler_(std::move(handler)),
+      upgrade_(std::move(upgrade)),
+      acceptor_(ioc),
+      counts_(std::make_shared<ConnectionCounts>()) {
   beast::error_code ec;
   const auto address = asio::ip::make_address(options.host, ec);
   if (ec) throw Error(ErrorCode::BadGraph, "--host " + options.host + " is not an IP address");
@@ -166,10 +194,10 @@ void HttpServer::stop() {
       c->deadline = 1;
       c->shutdown_if_late(now_ms());
     }
-  // Connection threads use this object until they end: wait for them. Their
-  // sockets are shut down, so only a handler still running (a worker call
-  // finishing its step) keeps one a little longer.
-  idle_.wait_for(lock, std::chrono::seconds(30), [&] { return live_.empty(); });
+  // Connection threads use this object until they end: wait for them all.
+  // Their sockets are shut down and (Server::stop) the worker links closed
+  // first, so a handler still running fails its next write or call at once.
+  idle_.wait(lock, [&] { return live_.empty(); });
 }
 
 void HttpServer::accept_loop() {
@@ -183,27 +211,40 @@ void HttpServer::accept_loop() {
       continue;
     }
     s.set_option(tcp::no_delay(true), ec);
+    const auto ep = s.remote_endpoint(ec);
+    const std::string address = ec ? std::string("?") : ep.address().to_string();
     auto c = std::make_shared<Connection>(std::move(s));
     c->write_timeout_s = options_.write_timeout_s;
-    if (open_ >= options_.max_connections) {
+    std::string full;
+    {
+      std::lock_guard<std::mutex> lock(counts_->mu);
+      if (counts_->open >= options_.max_connections)
+        full = "the server has " + std::to_string(options_.max_connections) + " connections open; try again shortly";
+      else if (counts_->per_address[address] >= options_.max_per_address)
+        full = "this address has " + std::to_string(options_.max_per_address) + " connections open; close some first";
+      if (full.empty()) {
+        ++counts_->open;
+        ++counts_->per_address[address];
+      } else if (counts_->per_address[address] == 0) {
+        counts_->per_address.erase(address);
+      }
+    }
+    if (!full.empty()) {
       HttpResponder r(c.get(), false);
-      r.send_json(503, {{"error", "the server has " + std::to_string(options_.max_connections) +
-                                      " connections open; try again shortly"},
-                        {"code", "too_large"}});
+      r.send_json(503, {{"error", full}, {"code", "too_large"}});
       c->close();
       continue;
     }
-    ++open_;
+    auto slot = std::make_shared<Slot>(Slot{counts_, address});
     {
       std::lock_guard<std::mutex> lock(mu_);
       live_[c.get()] = c;
     }
-    std::thread([this, c] {
-      serve(c);
+    std::thread([this, c, slot]() mutable {
+      serve(c, std::move(slot));
       c->close();
       std::lock_guard<std::mutex> lock(mu_);
       live_.erase(c.get());
-      --open_;
       if (live_.empty()) idle_.notify_all();
     }).detach();
   }
@@ -223,7 +264,7 @@ void HttpServer::watchdog() {
   }
 }
 
-void HttpServer::serve(std::shared_ptr<Connection> c) {
+void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot) {
   beast::flat_buffer buffer;
   std::string remote;
   {
@@ -274,7 +315,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c) {
       c->detached = true;
       tcp::socket s = std::move(c->socket);
       lock.unlock();
-      upgrade_(std::move(s), parser.release());
+      upgrade_(std::move(s), parser.release(), std::move(slot));
       return;
     }
     http::read(c->socket, buffer, parser, ec);

@@ -40,7 +40,7 @@ class HttpResponder {
   explicit HttpResponder(Connection* c, bool keep_alive) : conn_(c), keep_alive_(keep_alive) {}
   void send(int status, const std::string& body, const std::string& content_type = "application/json",
             const std::map<std::string, std::string>& headers = {});
-  void send_json(int status, const nlohmann::json& j) { send(status, j.dump() + "\n"); }
+  void send_json(int status, const nlohmann::json& j);
   // Starts a chunked response; false when the client is gone.
   bool start_stream(const std::string& content_type);
   bool write(const std::string& chunk);  // false when the client is gone
@@ -60,8 +60,12 @@ class HttpResponder {
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
-// Takes over a connection that asked for a WebSocket at `path`.
-using UpgradeHandler = std::function<void(boost::asio::ip::tcp::socket, HttpRequestRaw)>;
+// Takes over a connection that asked for a WebSocket at `path`. `slot` is
+// the connection's place in the server's counts: hold it as long as the
+// socket lives, so upgraded connections count against the limits too.
+using UpgradeHandler =
+    std::function<void(boost::asio::ip::tcp::socket, HttpRequestRaw, std::shared_ptr<void> slot)>;
+struct ConnectionCounts;
 
 class HttpServer {
  public:
@@ -69,7 +73,8 @@ class HttpServer {
     std::string host = "127.0.0.1";
     int port = 8080;                      // 0: any free port (see port())
     uint64_t max_body = 16u << 20;        // bytes; more is 413
-    int max_connections = 512;            // more get 503
+    int max_connections = 512;            // more get 503 (upgraded ones included)
+    int max_per_address = 128;            // from one client address; more get 503
     double read_timeout_s = 30;           // to receive one whole request
     double write_timeout_s = 30;          // to send one write
     double keep_alive_s = 30;             // idle between requests
@@ -84,7 +89,7 @@ class HttpServer {
 
  private:
   void accept_loop();
-  void serve(std::shared_ptr<Connection> c);
+  void serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot);
   void watchdog();
 
   boost::asio::io_context& ioc_;
@@ -94,7 +99,7 @@ class HttpServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> open_{0};
+  std::shared_ptr<ConnectionCounts> counts_;
   std::mutex mu_;
   std::map<Connection*, std::weak_ptr<Connection>> live_;
   std::condition_variable idle_;  // live_ became empty

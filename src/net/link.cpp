@@ -11,20 +11,29 @@ namespace bonfire::net {
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
-Link::Link(WsStream ws, const Limits& limits, uint64_t max_frame_bytes, double idle_timeout_s)
-    : ws_(std::move(ws)), limits_(limits) {
+namespace {
+// A buffer that grew for a large frame gives its memory back afterwards, so
+// one big message does not stay allocated for the link's lifetime.
+constexpr size_t kKeepBufferBytes = size_t(4) << 20;
+}  // namespace
+
+Link::Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive)
+    : ws_(std::move(ws)), options_(options), keepalive_(std::move(keepalive)) {
   beast::error_code ec;
   const auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
-  if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) {
+    remote_address_ = ep.address().to_string();
+    remote_ = remote_address_ + ":" + std::to_string(ep.port());
+  }
   // One small frame per step each way: Nagle's delay would dominate a step.
   beast::get_lowest_layer(ws_).socket().set_option(boost::asio::ip::tcp::no_delay(true), ec);
   beast::get_lowest_layer(ws_).expires_never();
   websocket::stream_base::timeout t{};
   t.handshake_timeout = std::chrono::seconds(30);
-  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.idle_timeout_s * 1000));
   t.keep_alive_pings = true;
   ws_.set_option(t);
-  ws_.read_message_max(max_frame_bytes);
+  ws_.read_message_max(options.max_frame_bytes);
   ws_.binary(true);
 }
 
@@ -34,17 +43,25 @@ void Link::start(OnMessage on_message, OnClose on_close) {
   boost::asio::post(ws_.get_executor(), [self = shared_from_this()] { self->read_next(); });
 }
 
+void Link::set_max_frame(uint64_t bytes) { ws_.read_message_max(bytes); }
+
 void Link::read_next() {
   ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    if (ec) return self->fail(ec == websocket::error::closed ? "the peer closed the link" : ec.message());
-    std::string bytes = beast::buffers_to_string(self->buffer_.data());
-    self->buffer_.consume(self->buffer_.size());
+    if (ec) {
+      if (ec == websocket::error::message_too_big)
+        return self->fail("the peer sent a frame over the limit of " +
+                          std::to_string(self->ws_.read_message_max()) + " bytes");
+      return self->fail(ec == websocket::error::closed ? "the peer closed the link" : ec.message());
+    }
     Message m;
     try {
-      m = decode_message(bytes, self->limits_);
+      const auto data = self->buffer_.cdata();
+      m = decode_message(std::string_view(static_cast<const char*>(data.data()), data.size()), self->options_.limits);
     } catch (const Error& e) {
       return self->fail(std::string("garbage from the peer: ") + e.what());
     }
+    self->buffer_.consume(self->buffer_.size());
+    if (self->buffer_.capacity() > kKeepBufferBytes) self->buffer_.shrink_to_fit();
     if (self->on_message_) self->on_message_(std::move(m));
     if (!self->closed_) self->read_next();
   });
@@ -53,8 +70,17 @@ void Link::read_next() {
 void Link::send(const Message& m) {
   if (closed_) return;
   auto bytes = std::make_shared<std::string>(encode_message(m));
+  const uint64_t n = bytes->size();
+  if (queued_bytes_ + n > options_.max_queue_bytes) {
+    close("over " + std::to_string(options_.max_queue_bytes) + " bytes are waiting to be sent: the peer is not reading");
+    return;
+  }
+  queued_bytes_ += n;
   boost::asio::post(ws_.get_executor(), [self = shared_from_this(), bytes] {
-    if (self->closed_ || self->closing_) return;
+    if (self->closed_ || self->closing_) {
+      self->queued_bytes_ -= bytes->size();
+      return;
+    }
     self->queue_.push_back(bytes);
     if (self->queue_.size() == 1) self->write_next();
   });
@@ -63,6 +89,7 @@ void Link::send(const Message& m) {
 void Link::write_next() {
   ws_.async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
     if (ec) return self->fail("write failed: " + ec.message());
+    self->queued_bytes_ -= self->queue_.front()->size();
     self->queue_.pop_front();
     if (self->closed_) return;
     if (!self->queue_.empty()) self->write_next();

@@ -1,8 +1,15 @@
-// A worker link: one WebSocket carrying Messages (frame.h) both ways. All
-// socket work runs on one io_context thread; send() and close() may be
-// called from any thread. A peer that goes silent is found by WebSocket
-// pings (no pong within the idle timeout closes the link), one that sends
-// garbage by decode_message; either way on_close runs once with the reason.
+// A worker link: one WebSocket carrying Messages (frame.h) both ways. Each
+// link's socket work runs on its own strand, so links are served side by
+// side by the coordinator's I/O threads and one busy link cannot hold the
+// others up; send() and close() may be called from any thread. A peer that
+// goes silent is found by WebSocket pings (no pong within the idle timeout
+// closes the link), one that sends garbage by decode_message; either way
+// on_close runs once with the reason.
+//
+// Bounded on both sides: a received frame may not exceed the frame limit
+// (small until the peer is known: set_max_frame raises it after a hello),
+// and the bytes waiting to be sent may not exceed max_queue_bytes (a peer
+// that stops reading is dropped rather than buffered without end).
 #pragma once
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -21,17 +28,28 @@ using WsStream = boost::beast::websocket::stream<boost::beast::tcp_stream>;
 
 class Link : public std::enable_shared_from_this<Link> {
  public:
-  using OnMessage = std::function<void(Message)>;  // runs on the io thread: must not block
+  using OnMessage = std::function<void(Message)>;  // runs on the link's strand: must not block
   using OnClose = std::function<void(const std::string& reason)>;
 
-  // `ws` has completed its handshake. `limits` bound what a received frame
-  // may hold; `max_frame_bytes` bounds the frame itself.
-  Link(WsStream ws, const Limits& limits, uint64_t max_frame_bytes, double idle_timeout_s);
+  struct Options {
+    uint64_t max_frame_bytes = uint64_t(1) << 30;  // one received frame
+    uint64_t max_queue_bytes = uint64_t(2) << 30;  // waiting to be sent
+    double idle_timeout_s = 20;
+    Limits limits;  // what a received frame's tensors may hold
+  };
+
+  // `ws` has completed its handshake. `keepalive` is held as long as the
+  // link lives (the HTTP server's count of open connections).
+  Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
   void start(OnMessage on_message, OnClose on_close);
   void send(const Message& m);
   void close(const std::string& reason);
+  // Raises (or lowers) the received-frame limit; call from on_message.
+  void set_max_frame(uint64_t bytes);
   bool closed() const { return closed_ || closing_; }
   std::string remote() const { return remote_; }
+  std::string remote_address() const { return remote_address_; }
+  uint64_t queued_bytes() const { return queued_bytes_; }
 
  private:
   void read_next();
@@ -40,15 +58,17 @@ class Link : public std::enable_shared_from_this<Link> {
   void close_now(const std::string& reason);
 
   WsStream ws_;
-  Limits limits_;
+  Options options_;
+  std::shared_ptr<void> keepalive_;
   boost::beast::flat_buffer buffer_;
   std::deque<std::shared_ptr<std::string>> queue_;
+  std::atomic<uint64_t> queued_bytes_{0};
   OnMessage on_message_;
   OnClose on_close_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> closing_{false};  // close() waits for a write in progress
-  std::string closing_reason_;        // io thread only
-  std::string remote_;
+  std::string closing_reason_;        // strand only
+  std::string remote_, remote_address_;
 };
 
 }  // namespace bonfire::net

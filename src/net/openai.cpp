@@ -1,5 +1,7 @@
 #include "net/openai.h"
 
+#include "net/request_fields.h"
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -12,50 +14,12 @@ using json = nlohmann::json;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& field, const std::string& message) {
-  throw Error(ErrorCode::BadGraph, message, field);
-}
-
-// Explicit nulls count as absent: OpenAI's SDKs and many clients send
-// "temperature": null for "use the default".
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-// 10 and 10.0 alike (JSON has one number type; some clients write floats).
-std::optional<int64_t> as_int64(const json& v) {
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-    return static_cast<int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && d >= -0x1p63 && d < 0x1p63) return static_cast<int64_t>(d);
-  }
-  return std::nullopt;
-}
-
-double number_in(const json& body, const char* name, double lo, double hi, double fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  const double d = v->is_number() ? v->get<double>() : NAN;
-  if (!(d >= lo && d <= hi)) {
-    char range[64];
-    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
-    fail(name, std::string(name) + " must be a number in " + range);
-  }
-  return d;
-}
-
-bool boolean(const json& body, const char* name, bool fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_boolean()) fail(name, std::string(name) + " must be true or false");
-  return v->get<bool>();
-}
+// One set of rules with /api/v3/generate (net/request_fields.h).
+using fields::as_int64;
+using fields::boolean;
+using fields::fail;
+using fields::number_in;
+const json* field(const json& body, const char* name) { return fields::find(body, name); }
 
 std::optional<int64_t> max_tokens_field(const json& body, const char* name) {
   const json* v = field(body, name);
@@ -63,27 +27,6 @@ std::optional<int64_t> max_tokens_field(const json& body, const char* name) {
   auto n = as_int64(*v);
   if (!n || *n < 0) fail(name, std::string(name) + " must be a non-negative integer");
   return n;
-}
-
-// Seeds travel to the sample op as a double; it takes integers in
-// [-2^63, 2^64) (negative ones as two's complement).
-double seed_field(const json& body) {
-  const json* v = field(body, "seed");
-  if (!v) {
-    // 53 bits, so the double holds the seed exactly.
-    thread_local std::mt19937_64 rng{(static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()};
-    return static_cast<double>(rng() >> 11);
-  }
-  double d = NAN;
-  if (v->is_number_unsigned())
-    d = static_cast<double>(v->get<uint64_t>());
-  else if (v->is_number_integer())
-    d = static_cast<double>(v->get<int64_t>());
-  else if (v->is_number_float())
-    d = v->get<double>();
-  if (!(std::isfinite(d) && d == std::floor(d) && d >= -0x1p63 && d < 0x1p64))
-    fail("seed", "seed must be an integer in [-2^63, 2^64)");
-  return d;
 }
 
 std::vector<std::string> stop_field(const json& body) {
@@ -105,18 +48,8 @@ std::vector<std::string> stop_field(const json& body) {
   return out;
 }
 
-// A list of token ids, or nullopt when `v` is not a list of numbers.
 std::optional<std::vector<int32_t>> token_list(const json& v, const std::string& path) {
-  if (!v.is_array() || v.empty() || !v[0].is_number()) return std::nullopt;
-  std::vector<int32_t> ids;
-  ids.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    auto id = as_int64(v[i]);
-    if (!id || *id < 0 || *id > std::numeric_limits<int32_t>::max())
-      fail(path, path + "[" + std::to_string(i) + "] must be a token id (an integer in [0, 2^31))");
-    ids.push_back(static_cast<int32_t>(*id));
-  }
-  return ids;
+  return fields::token_list(v, path);
 }
 
 void parse_prompt(const json& body, OpenAiCall& call) {
@@ -235,7 +168,7 @@ void parse_sampling(const json& body, ir::SamplingParams& s) {
     s.top_p = 1;
     s.top_k = 1;
   }
-  s.seed = seed_field(body);
+  s.seed = fields::seed(body, "seed", std::nullopt);  // absent: a fresh sample per request
   s.presence_penalty = number_in(body, "presence_penalty", -2, 2, 0);
   if (number_in(body, "frequency_penalty", -2, 2, 0) != 0)
     fail("frequency_penalty",

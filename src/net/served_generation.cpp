@@ -20,8 +20,6 @@ std::string random_id(const std::string& prefix) {
   return prefix + buf;
 }
 
-bool worker_fault(const Error& e) { return e.code == ErrorCode::NoWorker || e.code == ErrorCode::Timeout; }
-
 class PipelineRun {
  public:
   PipelineRun(ServedModel& model, Coordinator& net, const ir::GenerateRequest& req, GenerationTrace* trace)
@@ -38,7 +36,12 @@ class PipelineRun {
         fed_.insert(fed_.end(), tokens.begin(), tokens.end());
         return t;
       } catch (const Error& e) {
-        if (!worker_fault(e) || attempt >= m_.options().max_failovers) throw;
+        // Every step is a graph the coordinator built and checked, so any
+        // failure is the worker's: left, silent, refused or wrong. Another
+        // worker takes over; one that fails every time is the request's
+        // fault, and its error goes back after max_failovers.
+        if (attempt >= m_.options().max_failovers) throw;
+        if (calling_) suspects_.insert(calling_->id());
         replace_lost_workers(e.what());
         rebuild = true;
       }
@@ -52,8 +55,21 @@ class PipelineRun {
     std::string session;
   };
 
-  // Assigns workers to the layer ranges, preferring distinct workers.
+  // Assigns workers to the layer ranges, preferring distinct workers and
+  // those that have not failed this generation.
   void place(const std::set<std::string>& dead) {
+    std::set<std::string> avoid = dead;
+    avoid.insert(suspects_.begin(), suspects_.end());
+    try {
+      place_avoiding(avoid);
+    } catch (const Error& e) {
+      if (avoid.size() == dead.size() || (e.code != ErrorCode::NoWorker && e.code != ErrorCode::UnsupportedFeature))
+        throw;
+      place_avoiding(dead);  // only suspects are left: try them again
+    }
+  }
+
+  void place_avoiding(const std::set<std::string>& dead) {
     const std::string& hash = m_.fingerprint().hash;
     std::vector<std::shared_ptr<RemoteWorker>> holders;
     for (const auto& w : net_.workers()) {
@@ -121,7 +137,11 @@ class PipelineRun {
       if (!registered) msg.header["call"] = g->call;
       msg.tensors["in:tokens"] = ids;
       for (auto& [name, t] : carry) msg.tensors["in:" + name] = t;
-      Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s);
+      std::set<std::string> expect;
+      for (const auto& o : g->call.value("outputs", json::array()))
+        if (o.is_string()) expect.insert(o.get<std::string>());
+      calling_ = s.worker;
+      Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s, CallKind::Step, &expect);
       if (!g->key.empty()) s.worker->note_graph(g->key);
       if (si + 1 < stages_.size()) {
         carry.clear();
@@ -187,6 +207,8 @@ class PipelineRun {
   json sample_;
   std::vector<Stage> stages_;
   std::vector<int32_t> fed_;  // the prompt, then every decoded token fed back
+  std::shared_ptr<RemoteWorker> calling_;  // the worker of the call in progress
+  std::set<std::string> suspects_;         // workers that failed a step of this generation
 };
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <tuple>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/json_parse.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "graph/wire.h"
@@ -23,6 +25,18 @@ namespace {
 
 std::atomic<bool> g_signalled{false};
 void on_signal(int) { g_signalled = true; }
+
+// 32 random bytes as hex, from the system's entropy source.
+std::string random_secret() {
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < 8; ++i) {
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
+    s += buf;
+  }
+  return s;
+}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -81,6 +95,10 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   }
   Coordinator::Options co;
   co.token = options_.token;
+  // The built-in worker proves it is this process's own with a secret no
+  // one else sees, so no peer can take its id (and its generations).
+  if (options_.local_worker) local_secret_ = random_secret();
+  co.local_secret = local_secret_;
   net_ = std::make_unique<Coordinator>(co);
   net_->on_event = [this](const std::string& event, const std::string& worker, const std::string& detail) {
     metrics_.count_worker_event(event);
@@ -93,7 +111,9 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   ho.max_body = options_.max_body;
   http_ = std::make_unique<HttpServer>(
       net_->io(), ho, [this](const HttpRequest& req, HttpResponder& res) { handle(req, res); },
-      [this](boost::asio::ip::tcp::socket s, HttpRequestRaw r) { net_->accept(std::move(s), std::move(r)); });
+      [this](boost::asio::ip::tcp::socket s, HttpRequestRaw r, std::shared_ptr<void> slot) {
+        net_->accept(std::move(s), std::move(r), std::move(slot));
+      });
 }
 
 Server::~Server() { stop(); }
@@ -108,6 +128,7 @@ void Server::start() {
     wo.models = options_.models;
     wo.token = options_.token;
     wo.id = "local";
+    wo.local_secret = local_secret_;
     wo.memory = options_.local_worker_memory;
     wo.quiet = options_.quiet;
     wo.fetch_models = false;  // it reads the same files from disk
@@ -117,7 +138,11 @@ void Server::start() {
 }
 
 void Server::stop() {
+  // Order matters: links closed first make every call in flight fail at
+  // once, so the HTTP handlers waiting on them end, and the threads that
+  // offer models to joining workers are joined before the models go.
   if (local_worker_) local_worker_->stop();
+  if (net_) net_->shutdown();
   if (local_thread_.joinable()) local_thread_.join();
   local_worker_.reset();
   if (http_) http_->stop();
@@ -141,9 +166,9 @@ void Server::log(const std::string& s) const {
 bool Server::authorized(const HttpRequest& req) const {
   if (options_.api_keys.empty()) return true;
   const std::string auth = req.header("Authorization");
-  for (const auto& k : options_.api_keys)
-    if (auth == "Bearer " + k) return true;
-  return false;
+  bool ok = false;
+  for (const auto& k : options_.api_keys) ok |= same_secret(auth, "Bearer " + k);  // every key, in constant time
+  return ok;
 }
 
 ServedModel* Server::model_for(const std::string& id) {
@@ -192,7 +217,8 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   if (is("GET", "/api/v3/ops")) return res.send(200, std::string(spec::ops_manifest_text()));
   const bool file_fetch = m == "GET" && p.rfind("/api/v3/models/", 0) == 0 && p.find("/files/") != std::string::npos;
   // Workers fetching weights present the network's token instead of an API key.
-  const bool worker_ok = file_fetch && !options_.token.empty() && req.header("Authorization") == "Bearer " + options_.token;
+  const bool worker_ok =
+      file_fetch && !options_.token.empty() && same_secret(req.header("Authorization"), "Bearer " + options_.token);
   if (!authorized(req) && !worker_ok) {
     endpoint = p.rfind("/v1/", 0) == 0 ? "/v1/" : "auth";
     return res.send_json(401, {{"error", "this coordinator needs an API key: send Authorization: Bearer KEY"},
@@ -225,12 +251,7 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
 }
 
 void Server::graph(const HttpRequest& req, HttpResponder& res) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(ErrorCode::BadGraph, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json j = parse_json(req.body, "the request body");
   // Parsed here first: a bad graph is refused without bothering a worker.
   Call call = Call::parse(j, options_.graph_limits);
   std::set<std::string> ops;
@@ -265,10 +286,24 @@ void Server::graph(const HttpRequest& req, HttpResponder& res) {
   wire.erase("inputs");
   wire.erase("weights");
   wire.erase("encoding");
-  Message msg(nlohmann::json{{"type", "run"}, {"call", wire}});
+  // The answer is refused before it runs when it could not be sent: JSON
+  // numbers cost ~12x the tensor in memory, base64 1.4x.
+  const int64_t max_output = call.b64 ? options_.max_b64_output_bytes : options_.max_json_output_bytes;
+  // "lane": a worker runs client graphs beside, never ahead of, generations' steps.
+  Message msg(nlohmann::json{{"type", "run"}, {"call", wire}, {"maxOutputBytes", max_output}, {"lane", "graph"}});
   for (const auto& [k, t] : call.inputs) msg.tensors["in:" + k] = t;
   for (const auto& [k, t] : call.weights) msg.tensors["w:" + k] = t;
-  Message reply = w->call(std::move(msg), options_.graph_timeout_s);
+  std::set<std::string> expect;
+  for (const auto& o : call.graph.outputs) expect.insert(o.text());
+  Message reply;
+  try {
+    reply = w->call(std::move(msg), options_.graph_timeout_s, CallKind::ClientGraph, &expect);
+  } catch (const Error& e) {
+    if (e.code == ErrorCode::TooLarge && !call.b64)
+      throw Error(e.code, std::string(e.what()) + " (as JSON; \"encoding\": \"b64\" allows " +
+                              std::to_string(options_.max_b64_output_bytes) + ")", e.node);
+    throw;
+  }
   if (!call.session.empty()) {
     std::lock_guard<std::mutex> lock(sessions_mu_);
     session_worker_[call.session] = w->info().id;
@@ -288,7 +323,7 @@ void Server::free_session(const std::string& id, HttpResponder& res) {
     w = net_->find(it->second);
     session_worker_.erase(it);
   }
-  if (w && w->alive()) w->send(Message(nlohmann::json{{"type", "free"}, {"session", id}}));
+  if (w && w->alive()) w->send(Message(nlohmann::json{{"type", "free"}, {"session", id}, {"lane", "graph"}}));
   res.send_json(200, {{"freed", id}});
 }
 
@@ -384,7 +419,7 @@ void Server::offer_models(std::shared_ptr<RemoteWorker> w) {
     for (const auto& f : m->fingerprint().files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
     try {
       w->call(Message(nlohmann::json{{"type", "load_model"}, {"model", m->id()}, {"hash", m->fingerprint().hash}, {"files", files}}),
-              3600);
+              3600, CallKind::Control);
       w->add_model(m->id(), m->fingerprint().hash);
       log("worker " + info.id + " fetched " + m->id());
     } catch (const Error& e) {

@@ -33,6 +33,8 @@ struct ServeOptions {
   uint64_t max_body = 16u << 20;
   Limits graph_limits;                   // for /api/v3/graph
   double graph_timeout_s = 120;
+  int64_t max_json_output_bytes = 16 << 20;   // /api/v3/graph outputs answered as JSON numbers
+  int64_t max_b64_output_bytes = 256 << 20;   // ... and as base64
   int64_t local_worker_memory = 0;
   std::string web_dir;                   // static files for GET / ("": found by find_web_dir)
   std::string source_web_dir;            // the source tree's web/, the last place find_web_dir looks
@@ -106,6 +108,7 @@ class Server {
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::unique_ptr<Worker> local_worker_;
   std::thread local_thread_;
+  std::string local_secret_;
   std::atomic<int> active_generations_{0};
   std::mutex sessions_mu_;
   std::map<std::string, std::string> session_worker_;  // /api/v3/graph sessions: id -> worker id

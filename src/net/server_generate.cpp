@@ -7,8 +7,10 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "graph/wire.h"
 #include "net/openai.h"
+#include "net/request_fields.h"
 #include "net/server.h"
 
 namespace bonfire::net {
@@ -21,16 +23,20 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-template <class T>
-T field(const json& body, const char* name, T fallback, bool integral = false) {
-  if (!body.contains(name) || body[name].is_null()) return fallback;
-  const json& v = body[name];
-  if (!v.is_number() || (integral && !v.is_number_integer()))
-    throw Error(ErrorCode::BadGraph, std::string("\"") + name + "\" must be " + (integral ? "an integer" : "a number"));
-  return v.get<T>();
+// The prompt's tokens, refused before tokenizing when its text could not
+// fit the context anyway (the tokenizer's working memory grows with the
+// text: a 16 MB prompt cost ~940 MB). No vocabulary here has a token over
+// 256 bytes of text.
+std::vector<int32_t> encode_bounded(const ServedModel& model, const std::string& text, bool add_special) {
+  const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(model.local().ctx(), 1)) * 256;
+  if (text.size() > max_bytes)
+    throw Error(ErrorCode::TooLarge, "the prompt is " + std::to_string(text.size()) + " bytes; the model's context of " +
+                                         std::to_string(model.local().ctx()) + " tokens holds at most ~" +
+                                         std::to_string(max_bytes), "prompt");
+  return add_special ? model.local().encode_prompt(text) : model.local().tokenizer().encode(text, false);
 }
 
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 // Counts a generation as active while it runs.
 struct Active {
@@ -42,51 +48,17 @@ struct Active {
 }  // namespace
 
 void Server::generate(const HttpRequest& req, HttpResponder& res) {
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::BadGraph, std::string("malformed JSON: ") + e.what());
-  }
+  const json body = parse_json(req.body, "the request body");
   if (!body.is_object()) throw Error(ErrorCode::BadGraph, "the request must be a JSON object");
-  if (body.contains("model") && !body["model"].is_string()) throw Error(ErrorCode::BadGraph, "\"model\" must be a string");
+  if (body.contains("model") && !body["model"].is_string()) throw Error(ErrorCode::BadGraph, "\"model\" must be a string", "model");
   ServedModel* model = model_for(body.value("model", std::string()));
-  ir::GenerateRequest g;
-  if (body.contains("tokens")) {
-    if (!body["tokens"].is_array()) throw Error(ErrorCode::BadGraph, "\"tokens\" must be a list of token ids");
-    for (const auto& t : body["tokens"]) {
-      if (!t.is_number_integer()) throw Error(ErrorCode::BadGraph, "\"tokens\" must hold integer token ids");
-      g.prompt.push_back(t.get<int32_t>());
-    }
-  } else if (body.contains("prompt")) {
-    if (!body["prompt"].is_string()) throw Error(ErrorCode::BadGraph, "\"prompt\" must be a string");
-    g.prompt = model->local().encode_prompt(body["prompt"].get<std::string>());
-  } else {
-    throw Error(ErrorCode::BadGraph, "give a \"prompt\" (text) or \"tokens\" (ids)");
-  }
-  g.max_tokens = field<int64_t>(body, "maxTokens", 64, true);
-  if (g.max_tokens < 0) throw Error(ErrorCode::BadGraph, "\"maxTokens\" must not be negative");
+  fields::GenerateBody parsed = fields::parse_generate_body(body, model->local().ir()["model"]["vocab"].get<int64_t>());
+  ir::GenerateRequest& g = parsed.request;
+  if (parsed.prompt) g.prompt = encode_bounded(*model, *parsed.prompt, true);
   if (g.max_tokens > options_.max_tokens)
-    throw Error(ErrorCode::TooLarge, "\"maxTokens\" " + std::to_string(g.max_tokens) + " is over this coordinator's limit of " +
-                                         std::to_string(options_.max_tokens));
-  g.sampling.temperature = field<double>(body, "temperature", 0);
-  g.sampling.top_k = field<int64_t>(body, "topK", 0, true);
-  g.sampling.top_p = field<double>(body, "topP", 1);
-  g.sampling.seed = field<double>(body, "seed", 0);
-  g.sampling.repetition_penalty = field<double>(body, "repetitionPenalty", 1);
-  g.sampling.presence_penalty = field<double>(body, "presencePenalty", 0);
-  g.sampling.penalty_window = field<int64_t>(body, "penaltyWindow", 64, true);
-  if (body.contains("stop")) {
-    const json& s = body["stop"];
-    if (s.is_string()) g.stop.push_back(s);
-    else if (s.is_array())
-      for (const auto& x : s) {
-        if (!x.is_string()) throw Error(ErrorCode::BadGraph, "\"stop\" must be a string or a list of strings");
-        g.stop.push_back(x);
-      }
-    else throw Error(ErrorCode::BadGraph, "\"stop\" must be a string or a list of strings");
-  }
-  const bool stream = body.value("stream", false);
+    throw Error(ErrorCode::TooLarge, "maxTokens " + std::to_string(g.max_tokens) + " is over this coordinator's limit of " +
+                                         std::to_string(options_.max_tokens), "maxTokens");
+  const bool stream = parsed.stream;
 
   Active active(active_generations_);
   GenerationTrace trace;
@@ -154,12 +126,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
 }
 
 void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::BadGraph, std::string("malformed JSON: ") + e.what());
-  }
+  const json body = parse_json(req.body, "the request body");
   if (!body.is_object()) throw Error(ErrorCode::BadGraph, "the request must be a JSON object");
   ServedModel* model = nullptr;
   OpenAiCall call = parse_openai_request(body, chat, [&](const json& messages) {
@@ -176,9 +143,12 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
     }
   }
   ir::GenerateRequest& g = call.request;
-  if (!call.prompt_is_tokens)
-    g.prompt = call.add_special ? model->local().encode_prompt(call.prompt)
-                                : model->local().tokenizer().encode(call.prompt, false);
+  if (!call.prompt_is_tokens) g.prompt = encode_bounded(*model, call.prompt, call.add_special);
+  const int64_t vocab = model->local().ir()["model"]["vocab"].get<int64_t>();
+  for (size_t i = 0; i < g.prompt.size() && call.prompt_is_tokens; ++i)
+    if (g.prompt[i] >= vocab)
+      throw Error(ErrorCode::BadGraph, "prompt[" + std::to_string(i) + "] is not a token id of this model (vocabulary " +
+                                           std::to_string(vocab) + ")", "prompt");
   g.max_tokens = std::min<int64_t>(g.max_tokens, options_.max_tokens);
   const std::string id = openai_id(chat);
   const int64_t created = static_cast<int64_t>(unix_now());

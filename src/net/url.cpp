@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,30 +45,45 @@ Url parse_join_url(const std::string& url) {
 }
 
 void http_download(const Url& server, const std::string& path, const std::string& file, int64_t max_bytes,
-                   const std::string& bearer) {
+                   const std::string& bearer, double stall_s) {
   const std::string part = file + ".part";
+  const auto stall = std::chrono::milliseconds(static_cast<int64_t>(stall_s * 1000));
+  auto timed = [&](beast::error_code ec, const char* what) {
+    if (ec == beast::error::timeout)
+      throw Error(ErrorCode::Timeout, "download of " + path + ": " + what + " took over " +
+                                          std::to_string(static_cast<int>(stall_s)) + " s");
+    return ec;
+  };
   try {
     asio::io_context ioc;
     asio::ip::tcp::resolver resolver(ioc);
     beast::tcp_stream stream(ioc);
-    stream.connect(resolver.resolve(server.host, server.port));
+    beast::error_code ec;
+    const auto endpoints = resolver.resolve(server.host, server.port, ec);
+    if (ec) throw Error(ErrorCode::Internal, "cannot resolve " + server.host + ": " + ec.message());
+    stream.expires_after(std::chrono::seconds(10));
+    ec = timed(run_io(ioc, [&](auto h) { stream.async_connect(endpoints, h); }), "connecting");
+    if (ec) throw Error(ErrorCode::Internal, "cannot connect to " + server.base() + ": " + ec.message());
     http::request<http::empty_body> req{http::verb::get, path, 11};
     req.set(http::field::host, server.host);
     if (!bearer.empty()) req.set(http::field::authorization, "Bearer " + bearer);
-    http::write(stream, req);
+    stream.expires_after(stall);
+    ec = timed(run_io(ioc, [&](auto h) { http::async_write(stream, req, h); }), "sending the request");
+    if (ec) throw Error(ErrorCode::Internal, "download of " + path + " failed: " + ec.message());
     beast::flat_buffer buffer;
     http::response_parser<http::file_body> parser;
     parser.body_limit(static_cast<uint64_t>(max_bytes));
-    beast::error_code ec;
     parser.get().body().open(part.c_str(), beast::file_mode::write, ec);
     if (ec) throw Error(ErrorCode::Internal, "cannot write " + part + ": " + ec.message());
-    http::read_header(stream, buffer, parser, ec);
+    stream.expires_after(stall);
+    ec = timed(run_io(ioc, [&](auto h) { http::async_read_header(stream, buffer, parser, h); }), "the answer");
     if (!ec) {
       const auto length = parser.content_length();
       Progress progress("fetching " + std::filesystem::path(file).filename().string(),
                         length ? static_cast<int64_t>(*length) : 0, Progress::Unit::Bytes);
       while (!ec && !parser.is_done()) {
-        http::read_some(stream, buffer, parser, ec);
+        stream.expires_after(stall);  // a deadline per read: slow is fine, stalled is not
+        ec = timed(run_io(ioc, [&](auto h) { http::async_read_some(stream, buffer, parser, h); }), "a read");
         if (length && parser.content_length_remaining())
           progress.set(static_cast<int64_t>(*length - *parser.content_length_remaining()));
       }

@@ -5,6 +5,7 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -46,10 +47,26 @@ namespace {
 
 constexpr int kProtocol = 3;
 constexpr size_t kMaxRegistered = 256;  // decode graphs kept per link
+constexpr int64_t kOutputSlack = 1 << 20;  // a reply's header beside its tensors
 
 struct HeldModel {
   ModelFingerprint fingerprint;
-  std::unique_ptr<ir::LocalModel> model;
+  std::string path;
+  std::shared_ptr<ir::LocalModel> model;  // shared: a lane may run it while a load replaces it
+};
+
+int64_t tensor_bytes(const Message& m) {
+  int64_t n = 0;
+  for (const auto& [k, t] : m.tensors) n += t.numel() * 4;
+  return n;
+}
+
+// Work of one kind, run in order on its own thread.
+struct Lane {
+  std::string name;
+  std::deque<Message> queue;
+  std::thread thread;
+  bool busy = false;
 };
 
 }  // namespace
@@ -59,16 +76,20 @@ struct Worker::Impl {
   std::map<std::string, HeldModel> models;  // by id
   std::mutex models_mu;
   SessionStore sessions;
-  std::map<std::string, Clock::time_point> last_used;  // executor thread only
-  std::map<std::string, Call> registered;              // executor thread only
+  std::mutex sessions_mu;  // last_used
+  std::map<std::string, Clock::time_point> last_used;
+  std::mutex registered_mu;
+  std::map<std::string, std::shared_ptr<const Call>> registered;  // shared: a lane may still run one
   std::deque<std::string> registered_order;
 
-  std::mutex mu;
+  std::mutex mu;  // the lanes, link, ioc
   std::condition_variable cv;
-  std::deque<Message> queue;
-  std::atomic<bool> busy{false};
+  Lane steps{"steps"}, graphs{"graphs"}, loads{"loads"};
+  std::atomic<int64_t> queued_bytes{0};
   std::atomic<bool> stopping{false};
-  std::atomic<bool> refused{false};
+  std::atomic<bool> refused{false};        // for good: exit
+  std::atomic<bool> refused_retry{false};  // for now: try again
+  std::atomic<int64_t> coordinator_frame{int64_t(1) << 30};
   std::shared_ptr<Link> link;
   asio::io_context* ioc = nullptr;
   std::string id;
@@ -84,17 +105,31 @@ struct Worker::Impl {
     return f;
   }
 
+  // --memory is shared by a frame being received, the queue, the sessions
+  // and what one call may create.
+  int64_t frame_max() const { return std::clamp<int64_t>(opt.memory / 4, 1 << 20, int64_t(4) << 30); }
+  int64_t queue_max() const { return std::max<int64_t>(opt.memory / 4, 1 << 20); }
+
   int64_t session_bytes() {
+    std::lock_guard<std::mutex> lock(sessions_mu);
     int64_t total = 0;
     for (const auto& [sid, t] : last_used)
       if (auto s = sessions.get(sid, false)) total += s->bytes();
     return total;
   }
 
-  // What one call may create: the memory lent minus what sessions hold.
-  Limits call_limits() {
+  Limits call_limits(const json& h) {
     Limits l;
-    l.max_total_bytes = std::max<int64_t>(0, std::min(l.max_total_bytes, opt.memory - session_bytes()));
+    l.max_total_bytes =
+        std::max<int64_t>(0, std::min(l.max_total_bytes, opt.memory - session_bytes() - queued_bytes.load()));
+    // What the answer may carry: the coordinator's frame limit, and less if it asks.
+    l.max_output_bytes = coordinator_frame - kOutputSlack;
+    if (h.contains("maxOutputBytes") && h["maxOutputBytes"].is_number_integer())
+      l.max_output_bytes = std::min<int64_t>(l.max_output_bytes, h["maxOutputBytes"].get<int64_t>());
+    double budget_ms = opt.call_max_s * 1000;
+    if (h.contains("timeoutMs") && h["timeoutMs"].is_number())
+      budget_ms = std::clamp(h["timeoutMs"].get<double>(), 1.0, budget_ms);
+    l.deadline_ms = steady_now_ms() + static_cast<int64_t>(budget_ms);
     return l;
   }
 
@@ -108,22 +143,25 @@ struct Worker::Impl {
         held.push_back({{"id", mid}, {"hash", m.fingerprint.hash}, {"layers", m.model->ir()["model"]["n_layers"]}});
     }
     const Limits l;
-    return {{"type", "hello"},
-            {"protocol", kProtocol},
-            {"opsHash", spec::ops_manifest().value("opsHash", "")},
-            {"id", opt.id},
-            {"token", opt.token},
-            {"ops", ops},
-            {"features", features()},
-            {"limits",
-             {{"maxNodes", l.max_nodes},
-              {"maxTensorElements", l.max_tensor_elements},
-              {"maxRank", l.max_rank},
-              {"maxTotalBytes", std::min(l.max_total_bytes, opt.memory)}}},
-            {"threads", num_threads()},
-            {"memory", opt.memory},
-            {"fetch", opt.fetch_models},
-            {"models", held}};
+    json h = {{"type", "hello"},
+              {"protocol", kProtocol},
+              {"opsHash", spec::ops_manifest().value("opsHash", "")},
+              {"id", opt.id},
+              {"token", opt.token},
+              {"ops", ops},
+              {"features", features()},
+              {"limits",
+               {{"maxNodes", l.max_nodes},
+                {"maxTensorElements", l.max_tensor_elements},
+                {"maxRank", l.max_rank},
+                {"maxTotalBytes", std::min(l.max_total_bytes, opt.memory)},
+                {"maxFrameBytes", frame_max()}}},
+              {"threads", num_threads()},
+              {"memory", opt.memory},
+              {"fetch", opt.fetch_models},
+              {"models", held}};
+    if (!opt.local_secret.empty()) h["localSecret"] = opt.local_secret;
+    return h;
   }
 
   void send(Message m) {
@@ -139,56 +177,75 @@ struct Worker::Impl {
     send(Message(json{{"type", "error"}, {"req", req}, {"error", error_to_json(e)}}));
   }
 
-  // On the io thread: answer pings at once, queue the rest in order.
+  Lane& lane_for(const Message& m) {
+    if (m.type() == "load_model") return loads;
+    return m.header.value("lane", "") == "graph" ? graphs : steps;
+  }
+
+  // On the link's thread: answer pings at once, queue the rest in order.
   void on_message(Message m) {
     const std::string type = m.type();
     if (type == "ping") {
       size_t queued;
       {
         std::lock_guard<std::mutex> lock(mu);
-        queued = queue.size();
+        queued = steps.queue.size() + graphs.queue.size() + steps.busy + graphs.busy;
       }
-      send(Message(json{{"type", "pong"},
-                        {"t", m.header.value("t", 0.0)},
-                        {"queue", queued + (busy ? 1 : 0)},
-                        {"sessions", sessions.size()}}));
+      send(Message(json{{"type", "pong"}, {"t", m.header.value("t", 0.0)}, {"queue", queued}, {"sessions", sessions.size()}}));
     } else if (type == "welcome") {
       id = m.header.value("id", "");
+      const json f = m.header.value("maxFrameBytes", json());
+      if (f.is_number_integer() && f.get<int64_t>() > kOutputSlack) coordinator_frame = f.get<int64_t>();
       log("joined " + url.base() + " as " + id);
     } else if (type == "refused") {
-      log("refused by the coordinator: " + m.header.value("error", std::string("no reason given")));
-      refused = true;
+      const bool retry = m.header.value("retry", false);
+      log("refused by the coordinator: " + m.header.value("error", std::string("no reason given")) +
+          (retry ? " (will try again)" : ""));
+      (retry ? refused_retry : refused) = true;
       if (link) link->close("refused");
     } else {
+      const int64_t bytes = tensor_bytes(m);
+      if (queued_bytes + bytes > queue_max()) {
+        const json req = m.header.value("req", json());
+        if (!req.is_null())
+          reply_error(req, Error(ErrorCode::TooLarge, "this worker's queue is full (" + std::to_string(queue_max()) +
+                                                          " bytes, --memory / 4); try another worker"));
+        return;
+      }
+      queued_bytes += bytes;
       std::lock_guard<std::mutex> lock(mu);
-      queue.push_back(std::move(m));
-      cv.notify_one();
+      lane_for(m).queue.push_back(std::move(m));
+      cv.notify_all();
     }
   }
 
-  void executor() {
+  void lane_loop(Lane& lane) {
     while (true) {
       Message m;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::seconds(5), [&] { return stopping || !queue.empty(); });
+        cv.wait_for(lock, std::chrono::seconds(5), [&] { return stopping || !lane.queue.empty(); });
         if (stopping) return;
-        if (queue.empty()) {
+        if (lane.queue.empty()) {
           lock.unlock();
-          expire_sessions();
+          if (&lane == &steps) expire_sessions();
           continue;
         }
-        m = std::move(queue.front());
-        queue.pop_front();
-        busy = true;
+        m = std::move(lane.queue.front());
+        lane.queue.pop_front();
+        lane.busy = true;
       }
+      const int64_t bytes = tensor_bytes(m);
       handle(m);
-      busy = false;
+      queued_bytes -= bytes;
+      std::lock_guard<std::mutex> lock(mu);
+      lane.busy = false;
     }
   }
 
   void expire_sessions() {
     const auto now = Clock::now();
+    std::lock_guard<std::mutex> lock(sessions_mu);
     for (auto it = last_used.begin(); it != last_used.end();) {
       if (std::chrono::duration<double>(now - it->second).count() > opt.session_ttl_s) {
         sessions.erase(it->first);
@@ -208,17 +265,45 @@ struct Worker::Impl {
       } else if (type == "free") {
         const std::string sid = m.header.value("session", "");
         sessions.erase(sid);
+        std::lock_guard<std::mutex> lock(sessions_mu);
         last_used.erase(sid);
       } else if (type == "load_model") {
         load_model(m);
       } else {
-        throw Error(ErrorCode::BadGraph, "unknown message type \"" + type + "\"");
+        throw Error(ErrorCode::BadGraph, "unknown message type \"" + type.substr(0, 32) + "\"");
       }
     } catch (const Error& e) {
       if (!req.is_null()) reply_error(req, e);
     } catch (const std::exception& e) {
       if (!req.is_null()) reply_error(req, Error(ErrorCode::Internal, e.what()));
     }
+  }
+
+  std::shared_ptr<const Call> graph_for(const json& h, const Limits& limits, std::map<std::string, Tensor>& inputs,
+                                        std::map<std::string, Tensor>& inline_weights) {
+    const std::string key = h.value("graph", "");
+    if (h.contains("call")) {
+      json c = h["call"];
+      if (h.contains("session") && c.is_object()) c["session"] = h["session"];
+      auto call = std::make_shared<const Call>(Call::parse(c, limits, inputs, inline_weights));
+      if (!key.empty()) {
+        std::lock_guard<std::mutex> lock(registered_mu);
+        if (!registered.count(key)) {
+          if (registered.size() >= kMaxRegistered) {
+            registered.erase(registered_order.front());
+            registered_order.pop_front();
+          }
+          registered_order.push_back(key);
+        }
+        registered[key] = call;
+      }
+      return call;
+    }
+    std::lock_guard<std::mutex> lock(registered_mu);
+    auto it = registered.find(key);
+    if (it == registered.end())
+      throw Error(ErrorCode::BadGraph, "graph \"" + key.substr(0, 64) + "\" is not registered on this worker");
+    return it->second;
   }
 
   void run(Message& m) {
@@ -229,39 +314,17 @@ struct Worker::Impl {
       if (name.rfind("in:", 0) == 0) inputs[name.substr(3)] = std::move(t);
       else if (name.rfind("w:", 0) == 0) inline_weights[name.substr(2)] = std::move(t);
     }
-    const Limits limits = call_limits();
-    const std::string key = h.value("graph", "");
-    const Call* call = nullptr;
-    Call fresh;
-    if (h.contains("call")) {
-      json c = h["call"];
-      if (h.contains("session") && c.is_object()) c["session"] = h["session"];
-      fresh = Call::parse(c, limits, inputs, inline_weights);
-      if (!key.empty()) {
-        if (registered.size() >= kMaxRegistered) {
-          registered.erase(registered_order.front());
-          registered_order.pop_front();
-        }
-        registered[key] = fresh;
-        registered_order.push_back(key);
-        call = &registered[key];
-      } else {
-        call = &fresh;
-      }
-    } else {
-      auto it = registered.find(key);
-      if (it == registered.end())
-        throw Error(ErrorCode::BadGraph, "graph \"" + key + "\" is not registered on this worker");
-      call = &it->second;
-    }
+    const Limits limits = call_limits(h);
+    const std::shared_ptr<const Call> call = graph_for(h, limits, inputs, inline_weights);
     require_features(call->graph, features());
     const std::string model_id = h.value("model", call->model);
-    const ir::LocalModel* model = nullptr;
+    std::shared_ptr<const ir::LocalModel> model;
     if (!model_id.empty()) {
       std::lock_guard<std::mutex> lock(models_mu);
       auto it = models.find(model_id);
-      if (it == models.end()) throw Error(ErrorCode::BadGraph, "this worker does not hold model \"" + model_id + "\"");
-      model = it->second.model.get();
+      if (it == models.end())
+        throw Error(ErrorCode::BadGraph, "this worker does not hold model \"" + model_id.substr(0, 64) + "\"");
+      model = it->second.model;
     }
     const std::map<std::string, Tensor>& weights = inline_weights.empty() ? call->weights : inline_weights;
     const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
@@ -278,6 +341,7 @@ struct Worker::Impl {
         session = sessions.get(sid, true);
         created = true;
       }
+      std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
     const json bind = h.value("bind", call->bind);
@@ -288,6 +352,7 @@ struct Worker::Impl {
       // A refused call leaves no trace, not even an empty new session.
       if (created) {
         sessions.erase(sid);
+        std::lock_guard<std::mutex> lock(sessions_mu);
         last_used.erase(sid);
       }
       throw;
@@ -297,6 +362,58 @@ struct Worker::Impl {
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
     out.tensors = std::move(r.outputs);
     send(std::move(out));
+  }
+
+  // The cache: <cache_dir>/<hash>/<model>/<files>. A model folder's mtime is
+  // touched each time it is loaded, which orders eviction.
+  static int64_t folder_bytes(const fs::path& dir) {
+    int64_t n = 0;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file(ec)) n += static_cast<int64_t>(it->file_size(ec));
+    return n;
+  }
+
+  // Leftovers of a download cut short (a crash, a kill) are never loaded.
+  void clean_cache() {
+    std::error_code ec;
+    if (!fs::exists(opt.cache_dir, ec)) return;
+    for (auto it = fs::recursive_directory_iterator(opt.cache_dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->path().extension() == ".part") fs::remove(it->path(), ec);
+  }
+
+  // Makes room for `need` more bytes under --cache-max by removing the least
+  // recently loaded models that this worker does not hold now.
+  void make_room(int64_t need, const fs::path& keep) {
+    if (opt.cache_max <= 0) return;
+    std::error_code ec;
+    std::vector<std::pair<fs::file_time_type, fs::path>> entries;  // <hash>/<model> folders
+    int64_t used = 0;
+    for (const auto& h : fs::directory_iterator(opt.cache_dir, ec))
+      for (const auto& d : fs::directory_iterator(h.path(), ec)) {
+        used += folder_bytes(d.path());
+        entries.push_back({fs::last_write_time(d.path(), ec), d.path()});
+      }
+    std::sort(entries.begin(), entries.end());
+    std::set<std::string> held;
+    {
+      std::lock_guard<std::mutex> lock(models_mu);
+      for (const auto& [mid, m] : models) held.insert(fs::weakly_canonical(m.path, ec).string());
+    }
+    for (const auto& [t, dir] : entries) {
+      if (used + need <= opt.cache_max) break;
+      if (dir == keep || held.count(fs::weakly_canonical(dir, ec).string())) continue;
+      const int64_t bytes = folder_bytes(dir);
+      log("cache: removing " + dir.string() + " (" + std::to_string(bytes >> 20) + " MiB, least recently used)");
+      fs::remove_all(dir, ec);
+      if (fs::is_empty(dir.parent_path(), ec)) fs::remove(dir.parent_path(), ec);
+      used -= bytes;
+    }
+    if (used + need > opt.cache_max)
+      throw Error(ErrorCode::TooLarge, "the model cache (--cache-max " + std::to_string(opt.cache_max) +
+                                           " bytes) cannot make room for " + std::to_string(need) + " bytes");
   }
 
   void load_model(Message& m) {
@@ -313,39 +430,59 @@ struct Worker::Impl {
       }
     }
     const fs::path dir = fs::path(opt.cache_dir) / hash / mid;
-    fs::create_directories(dir);
-    int64_t total = 0;
-    for (const auto& f : h.at("files")) {
-      const std::string name = f.at("name");
-      const std::string sha = f.at("sha256");
-      const int64_t bytes = f.at("bytes");
-      if (!safe_name(name)) throw Error(ErrorCode::BadGraph, "load_model: bad file name \"" + name + "\"");
-      total += bytes;
-      if (total > opt.memory * 4)
-        throw Error(ErrorCode::TooLarge, "model " + mid + " is larger than this worker accepts");
-      const fs::path file = dir / name;
-      if (fs::exists(file) && sha256_file(file.string()) == sha) continue;
-      log("fetching " + mid + "/" + name + " (" + std::to_string(bytes >> 20) + " MiB)");
-      http_download(url, "/api/v3/models/" + mid + "/files/" + name, file.string(), bytes, opt.token);
-      if (sha256_file(file.string()) != sha) {
-        fs::remove(file);
-        throw Error(ErrorCode::BadGraph, "model " + mid + ": " + name + " does not match its SHA-256; removed");
+    std::error_code ec;
+    const bool existed = fs::exists(dir, ec);
+    try {
+      int64_t total = 0, missing = 0;
+      std::vector<json> files;
+      for (const auto& f : h.at("files")) {
+        const std::string name = f.at("name");
+        const int64_t bytes = f.at("bytes");
+        if (!safe_name(name)) throw Error(ErrorCode::BadGraph, "load_model: bad file name");
+        if (bytes < 0) throw Error(ErrorCode::BadGraph, "load_model: negative file size");
+        total += bytes;
+        if (total > opt.memory * 4)
+          throw Error(ErrorCode::TooLarge, "model " + mid + " is larger than this worker accepts");
+        if (!fs::exists(dir / name, ec)) missing += bytes;
+        files.push_back(f);
       }
+      make_room(missing, dir);
+      fs::create_directories(dir);
+      for (const auto& f : files) {
+        const std::string name = f.at("name");
+        const std::string sha = f.at("sha256");
+        const int64_t bytes = f.at("bytes");
+        const fs::path file = dir / name;
+        if (fs::exists(file, ec) && sha256_file(file.string()) == sha) continue;
+        log("fetching " + mid + "/" + name + " (" + std::to_string(bytes >> 20) + " MiB)");
+        http_download(url, "/api/v3/models/" + mid + "/files/" + name, file.string(), bytes, opt.token);
+        if (sha256_file(file.string()) != sha)
+          throw Error(ErrorCode::BadGraph, "model " + mid + ": " + name + " does not match its SHA-256; removed");
+      }
+      fs::last_write_time(dir, fs::file_time_type::clock::now(), ec);
+      add_model(dir.string());
+    } catch (...) {
+      // A failed download or load leaves nothing behind for the next try to trust.
+      if (!existed) {
+        fs::remove_all(dir, ec);
+        if (fs::is_empty(dir.parent_path(), ec)) fs::remove(dir.parent_path(), ec);
+      }
+      throw;
     }
-    add_model(dir.string());
     send(Message(json{{"type", "result"}, {"req", h["req"]}, {"model", mid}, {"hash", hash}}));
   }
 
   void add_model(const std::string& path) {
     HeldModel held;
     held.fingerprint = fingerprint_model(path);
+    held.path = path;
     held.model = ir::LocalModel::open(path, {});
     log("holds " + held.fingerprint.id + " (" + held.fingerprint.hash.substr(0, 12) + ")");
     std::lock_guard<std::mutex> lock(models_mu);
     models[held.fingerprint.id] = std::move(held);
   }
 
-  // One connection: returns when the link closes.
+  // One connection: returns when the link closes (false: it never opened).
   bool connect_once() {
     asio::io_context io;
     asio::ip::tcp::resolver resolver(io);
@@ -353,32 +490,45 @@ struct Worker::Impl {
     auto endpoints = resolver.resolve(url.host, url.port, ec);
     if (ec) return false;
     WsStream ws(io);
+    // Deadlines: blocking Beast calls would ignore them, so these run async.
     beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(10));
-    beast::get_lowest_layer(ws).connect(endpoints, ec);
+    ec = run_io(io, [&](auto h) { beast::get_lowest_layer(ws).async_connect(endpoints, h); });
     if (ec) return false;
-    ws.handshake(url.host + ":" + url.port, url.path, ec);
+    beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(10));
+    ec = run_io(io, [&](auto h) { ws.async_handshake(url.host + ":" + url.port, url.path, h); });
     if (ec) {
       log("the coordinator at " + url.base() + " did not accept a WebSocket at " + url.path + ": " + ec.message());
       return false;
     }
-    registered.clear();
-    registered_order.clear();
-    auto l = std::make_shared<Link>(std::move(ws), Limits{}, uint64_t(4) << 30, 20);
+    {
+      std::lock_guard<std::mutex> lock(registered_mu);
+      registered.clear();  // the lanes hold shared_ptrs to any they still run
+      registered_order.clear();
+    }
+    Link::Options lo;
+    lo.max_frame_bytes = static_cast<uint64_t>(frame_max());
+    lo.max_queue_bytes = static_cast<uint64_t>(std::max<int64_t>(opt.memory / 4, 64 << 20));
+    auto l = std::make_shared<Link>(std::move(ws), lo);
     {
       std::lock_guard<std::mutex> lock(mu);
       link = l;
       ioc = &io;
     }
+    io.restart();
     l->start([this](Message m) { on_message(std::move(m)); },
-             [this](const std::string& why) {
+             [this, &io](const std::string& why) {
                if (!stopping) log("link closed: " + why);
+               io.stop();  // do not wait for the link's timers: reconnect now
              });
     l->send(Message(hello()));
     io.run();
     std::lock_guard<std::mutex> lock(mu);
     link.reset();
     ioc = nullptr;
-    queue.clear();
+    for (Lane* lane : {&steps, &graphs, &loads}) {
+      for (const auto& m : lane->queue) queued_bytes -= tensor_bytes(m);
+      lane->queue.clear();
+    }
     return true;
   }
 };
@@ -398,12 +548,16 @@ Worker::~Worker() { stop(); }
 
 int Worker::run() {
   Impl& w = *impl_;
+  w.clean_cache();
   for (const auto& path : w.opt.models) w.add_model(path);
-  std::thread exec([&] { w.executor(); });
+  for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) lane->thread = std::thread([&w, lane] { w.lane_loop(*lane); });
   const auto start = Clock::now();
-  double backoff = 0.2;
+  // Small first: a coordinator that restarts is rejoined within a second.
+  constexpr double kFirstBackoff = 0.05, kMaxBackoff = 1.0;
+  double backoff = kFirstBackoff;
   int status = 0;
   while (!w.stopping) {
+    w.refused_retry = false;
     const bool connected = w.connect_once();
     if (w.refused || w.stopping) {
       status = w.refused ? 1 : 0;
@@ -416,18 +570,19 @@ int Worker::run() {
         break;
       }
     } else {
-      if (!w.opt.reconnect) break;
-      backoff = 0.2;
+      if (!w.opt.reconnect && !w.refused_retry) break;
+      if (!w.refused_retry) backoff = kFirstBackoff;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-    backoff = std::min(backoff * 2, 5.0);
+    backoff = std::min(backoff * 2, kMaxBackoff);
   }
   {
     std::lock_guard<std::mutex> lock(w.mu);
     w.stopping = true;
     w.cv.notify_all();
   }
-  exec.join();
+  for (Lane* lane : {&w.steps, &w.graphs, &w.loads})
+    if (lane->thread.joinable()) lane->thread.join();
   return status;
 }
 

@@ -2,7 +2,11 @@
 // coordinator over a WebSocket, announces what it can run (protocol, ops,
 // features, limits, threads, memory, models held), then runs the graph calls
 // it is sent and keeps their sessions. Its own limits apply whatever the
-// coordinator asks. Messages: docs/NETWORK.md.
+// coordinator asks: --memory bounds a received frame, the queue and the
+// sessions together with what a call may allocate; every call has a time
+// budget. Work runs in lanes, each on its own thread: generation steps,
+// clients' own graphs ("lane": "graph") and model loads, so a long client
+// graph or a download never holds a generation up. Messages: docs/NETWORK.md.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,6 +25,9 @@ struct WorkerOptions {
   int64_t memory = 0;                // bytes this worker lends; 0 = MemAvailable at start
   std::set<std::string> disabled_features;  // run as a worker without these
   std::string cache_dir;             // where models fetched from the coordinator go
+  int64_t cache_max = 0;             // bytes the cache may hold (0: no cap); least recently used go first
+  std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
+  double call_max_s = 600;           // no call runs longer, whatever the coordinator asks
   bool fetch_models = true;          // accept models from the coordinator
   bool reconnect = true;             // after the coordinator goes away
   double connect_timeout_s = 30;     // to reach the coordinator at first

@@ -6,6 +6,8 @@
 //
 // Node 18 is enough (global fetch, child_process); nothing here needs npm.
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -98,9 +100,9 @@ export function startProcess(name, args, { env = {}, cwd } = {}) {
 
 export const stderrOf = (child) => child.log.join('');
 
-// `bonfire serve --port 0 ...`: resolves when it prints the port it listens on.
-export async function startServe(args, { name = 'serve', env } = {}) {
-  const child = startProcess(name, ['serve', '--port', '0', ...args], { env });
+// `bonfire serve --port 0 ...` (or `listen`): resolves when it prints the port it listens on.
+export async function startServe(args, { name = 'serve', env, port: listen = 0 } = {}) {
+  const child = startProcess(name, ['serve', '--port', String(listen), ...args], { env });
   const port = await waitFor(() => {
     if (child.exited) throw new TestFailure(`${name} exited before listening:\n${stderrOf(child)}`);
     const m = /listening on http:\/\/[^\s:]+:(\d+)/.exec(stderrOf(child));
@@ -380,3 +382,102 @@ export function tinyChatModel(parent) {
   fs.writeFileSync(cfgPath, JSON.stringify(cfg, null, 2));
   return dir;
 }
+
+// ---- a fake worker, for the tests of a misbehaving peer ----
+
+// A minimal WebSocket client (Node 20 has no global WebSocket): the
+// handshake, masked binary frames out, and the server's frames and close in.
+export async function fakeWorker(port, host = '127.0.0.1') {
+  const s = net.connect(port, host);
+  s.on('error', () => {});
+  const key = crypto.randomBytes(16).toString('base64');
+  const state = { buf: Buffer.alloc(0), upgraded: false, frames: [], closed: false };
+  state.done = new Promise((resolve) => s.on('close', () => { state.closed = true; resolve(); }));
+  const upgraded = new Promise((resolve, reject) => {
+    s.on('data', (d) => {
+      state.buf = Buffer.concat([state.buf, d]);
+      if (!state.upgraded) {
+        const end = state.buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = state.buf.subarray(0, end).toString();
+        state.buf = state.buf.subarray(end + 4);
+        if (!head.startsWith('HTTP/1.1 101')) return reject(new Error(`no upgrade: ${head}`));
+        state.upgraded = true;
+        resolve();
+      }
+      // Server frames are unmasked.
+      while (state.buf.length >= 2) {
+        let len = state.buf[1] & 0x7f, at = 2;
+        if (len === 126) { if (state.buf.length < 4) return; len = state.buf.readUInt16BE(2); at = 4; }
+        else if (len === 127) { if (state.buf.length < 10) return; len = Number(state.buf.readBigUInt64BE(2)); at = 10; }
+        if (state.buf.length < at + len) return;
+        const fin = (state.buf[0] & 0x80) !== 0;
+        let frame = { opcode: state.buf[0] & 0x0f, payload: state.buf.subarray(at, at + len) };
+        state.buf = state.buf.subarray(at + len);
+        // A long message comes in fragments: opcode 2 without FIN, then continuations (0).
+        if (frame.opcode === 0 || ((frame.opcode === 1 || frame.opcode === 2) && !fin)) {
+          state.partial = state.partial ? { ...state.partial, payload: Buffer.concat([state.partial.payload, frame.payload]) }
+            : frame;
+          if (!fin) continue;
+          frame = state.partial;
+          state.partial = null;
+        }
+        state.frames.push(frame);
+        if (frame.opcode === 9 && !state.closing) {  // a ping: pong, or the link times out
+          const mask = crypto.randomBytes(4);
+          const body = Buffer.from(frame.payload.map((b, i) => b ^ mask[i & 3]));
+          s.write(Buffer.concat([Buffer.from([0x8a, 0x80 | body.length]), mask, body]));
+        }
+        if (frame.opcode === 8 && !state.closing) {  // a close: answer it, as a WebSocket client does
+          state.closing = true;
+          const mask = crypto.randomBytes(4);
+          s.end(Buffer.concat([Buffer.from([0x88, 0x80]), mask]));
+        }
+        if (frame.opcode === 2 && state.onMessage && frame.payload.length >= 4) {
+          const n = frame.payload.readUInt32LE(0);
+          try { state.onMessage(JSON.parse(frame.payload.subarray(4, 4 + n).toString())); } catch { /* not ours */ }
+        }
+      }
+    });
+  });
+  s.write(`GET /api/v3/worker HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  await withTimeout(upgraded, 10000, 'the WebSocket handshake');
+  state.send = (payload) => {
+    const mask = crypto.randomBytes(4);
+    const n = payload.length;
+    let head;
+    if (n < 126) head = Buffer.from([0x82, 0x80 | n]);
+    else if (n < 65536) head = Buffer.from([0x82, 0x80 | 126, n >> 8, n & 0xff]);
+    else {
+      head = Buffer.alloc(10);
+      head[0] = 0x82;
+      head[1] = 0x80 | 127;
+      head.writeBigUInt64BE(BigInt(n), 2);
+    }
+    const body = Buffer.alloc(n);
+    for (let i = 0; i < n; ++i) body[i] = payload[i] ^ mask[i & 3];
+    s.write(Buffer.concat([head, mask, body]));
+  };
+  state.socket = s;
+  return state;
+}
+
+// A worker-link message (src/net/frame.h): u32 LE header length, header
+// JSON, tensors: `tensors` maps a name to {shape, data: Float32Array}.
+export function message(header, tensors = {}) {
+  const list = [];
+  const bodies = [];
+  let offset = 0;
+  for (const [name, t] of Object.entries(tensors)) {
+    const bytes = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    list.push({ name, shape: t.shape, offset, bytes: bytes.length });
+    bodies.push(bytes);
+    offset += bytes.length;
+  }
+  const h = Buffer.from(JSON.stringify(list.length ? { ...header, tensors: list } : header));
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(h.length);
+  return Buffer.concat([len, h, ...bodies]);
+}
+
