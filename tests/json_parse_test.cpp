@@ -50,6 +50,12 @@ TEST(JsonParse, NumberOverflowNamesTheKey) {
   EXPECT_NE(m.find("\"maxTokens\""), std::string::npos) << m;
 }
 
+TEST(JsonParse, BoundedTextCutsAtACharacter) {
+  EXPECT_EQ(bounded_text("abc", 3), "abc");
+  EXPECT_EQ(bounded_text("abcdef", 3), "abc...");
+  EXPECT_EQ(bounded_text("ab\xc3\xa9z", 3), "ab...");  // never half of the two-byte \u00e9
+}
+
 TEST(JsonParse, DumpReplacesInvalidUtf8) {
   nlohmann::json j = std::string("a\xff" "b");
   EXPECT_EQ(dump_json(j), "\"a\xef\xbf\xbd" "b\"");

@@ -28,4 +28,11 @@ int error_http_status(ErrorCode code) {
   return 500;
 }
 
+std::string bounded_text(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
+  return s.substr(0, n) + "...";
+}
+
 }  // namespace bonfire

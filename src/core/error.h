@@ -29,6 +29,11 @@ class Error : public std::runtime_error {
   std::string feature;  // the feature that was missing, if any
 };
 
+// `s` cut to at most `max` bytes (at a UTF-8 character boundary, with "..."
+// added), for error text that quotes what a sender wrote: an answer never
+// echoes an unbounded input.
+std::string bounded_text(const std::string& s, size_t max);
+
 // Shorthands for the most common refusal.
 [[noreturn]] inline void bad_graph(const std::string& message, const std::string& node = {}) {
   throw Error(ErrorCode::BadGraph, message, node);

@@ -150,9 +150,10 @@ bool base64_decode(const std::string& in, std::string* out) {
 
 namespace bonfire {
 nlohmann::json error_to_json(const Error& e) {
-  nlohmann::json j = {{"error", e.what()}, {"code", error_code_name(e.code)}};
-  if (!e.node.empty()) j["node"] = e.node;
-  if (!e.feature.empty()) j["feature"] = e.feature;
+  // Messages and node ids may quote what a client sent: bounded.
+  nlohmann::json j = {{"error", bounded_text(e.what(), 2048)}, {"code", error_code_name(e.code)}};
+  if (!e.node.empty()) j["node"] = bounded_text(e.node, 256);
+  if (!e.feature.empty()) j["feature"] = bounded_text(e.feature, 256);
   return j;
 }
 }  // namespace bonfire

@@ -296,9 +296,9 @@ json openai_usage_chunk(const OpenAiCall& call, const ir::GenerateResult& result
 json openai_error(const Error& e) {
   const bool client = error_http_status(e.code) < 500;
   return {{"error",
-           {{"message", e.what()},
+           {{"message", bounded_text(e.what(), 2048)},
             {"type", client ? "invalid_request_error" : "server_error"},
-            {"param", e.node.empty() ? json(nullptr) : json(e.node)},
+            {"param", e.node.empty() ? json(nullptr) : json(bounded_text(e.node, 256))},
             {"code", error_code_name(e.code)}}}};
 }
 

@@ -247,7 +247,7 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
     return model_file(rest.substr(0, at), rest.substr(at + 7), res);
   }
   endpoint = "unknown";
-  res.send_json(404, {{"error", "no endpoint " + m + " " + p + " (see spec/PROTOCOL.md)"}, {"code", "not_found"}});
+  res.send_json(404, {{"error", "no endpoint " + bounded_text(m + " " + p, 256) + " (see spec/PROTOCOL.md)"}, {"code", "not_found"}});
 }
 
 void Server::graph(const HttpRequest& req, HttpResponder& res) {
