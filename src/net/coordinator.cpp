@@ -90,7 +90,12 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
   ++calls_;
   if (p->reply.type() == "error") {
     Error e = error_from_json(p->reply.header.value("error", json()));
-    if (kind == CallKind::Step || e.code == ErrorCode::Internal) strike(std::string("answered with an error: ") + e.what());
+    // Out of memory or time is capacity, not a fault (a client could
+    // otherwise get a worker dropped by asking for too much); any other error
+    // to a graph the coordinator built and checked is the worker's.
+    const bool capacity = e.code == ErrorCode::TooLarge || e.code == ErrorCode::Timeout;
+    if ((kind == CallKind::Step && !capacity) || e.code == ErrorCode::Internal)
+      strike(std::string("answered with an error: ") + e.what());
     throw e;
   }
   if (p->reply.type() != "result") {

@@ -38,9 +38,10 @@ struct WorkerInfo {
 };
 
 // Who asked for a call, which decides whose fault a failure is. A step of a
-// generation is a graph the coordinator built: an error answering it, or no
-// answer in time, is the worker's fault. A client's own graph (/api/v3/graph)
-// may be refused or run long through no fault of the worker's.
+// generation is a graph the coordinator built: an error answering it (other
+// than out of memory or time), or no answer in time, is the worker's fault.
+// A client's own graph (/api/v3/graph) may be refused or run long through no
+// fault of the worker's; only an internal error counts then.
 enum class CallKind { Step, ClientGraph, Control };
 
 class RemoteWorker {
