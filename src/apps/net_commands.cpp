@@ -124,7 +124,15 @@ std::function<int()> add_net_commands(CLI::App& app) {
           while (!done && !signalled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
           if (signalled) w.stop();
         });
-        status = w.run();
+        try {
+          status = w.run();
+        } catch (...) {
+          // A model that cannot be opened ends the worker with its message,
+          // after the watcher (a joinable thread may not be destroyed).
+          done = true;
+          watcher.join();
+          throw;
+        }
         done = true;
         watcher.join();
       });

@@ -200,10 +200,11 @@ await main('hardening', async () => {
   const cfg = JSON.parse(fs.readFileSync(path.join(liar, 'config.json'), 'utf8'));
   cfg.num_hidden_layers = 1000000000;
   fs.writeFileSync(path.join(liar, 'config.json'), JSON.stringify(cfg));
-  const liarServe = startWorker(serve.url, ['--model', liar, '--id', 'liar', '--no-fetch'], { name: 'liar' });
-  const liarExit = await withTimeout(liarServe.exit, 30000, 'a worker with a 10^9-layer config to give up');
-  check(liarExit !== 0 && /num_hidden_layers/.test(stderrOf(liarServe)),
-        `the 10^9-layer config (exit ${liarExit}) is not refused naming num_hidden_layers:\n${stderrOf(liarServe)}`);
+  const liarWorker = startWorker(serve.url, ['--model', liar, '--id', 'liar', '--no-fetch'], { name: 'liar' });
+  const liarExit = await withTimeout(liarWorker.exit, 30000, 'a worker with a 10^9-layer config to give up');
+  const said = stderrOf(liarWorker) + liarWorker.stdout;  // the CLI prints its error as JSON
+  check(liarExit !== 0 && /num_hidden_layers/.test(said),
+        `the 10^9-layer config (exit ${liarExit}) is not refused naming num_hidden_layers:\n${said}`);
   log('a config with 10^9 layers: refused naming num_hidden_layers');
 
   // ---- a coordinator restart is rejoined within about a second ----
