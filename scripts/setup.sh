@@ -15,8 +15,9 @@ BUILD_PKGS=(
 # (python3-numpy above is for scripts/write_test_model.py, which tests run.)
 # tools/train_demo.py reads the King James Bible through bible-kjv's program.
 REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema bible-kjv bible-kjv-text)
-# The test command adds what only tests use: the browser for the web page's test.
-TEST_PKGS=(chromium)
+# The test command adds what only tests use: the browser for the web page's
+# test, and Clang with its sanitizer/libFuzzer runtimes for the fuzz targets.
+TEST_PKGS=(chromium clang-14 libclang-rt-14-dev)
 
 want=("${BUILD_PKGS[@]}")
 for arg in "$@"; do

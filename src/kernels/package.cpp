@@ -215,7 +215,8 @@ void collect_repeat_indexes(const Pass& s, std::set<std::string>& out) {
 
 // Every name an expression reads must exist (see package.h).
 void check_names(const Package& p, const Package::ExprSite& site, const Loader& l) {
-  for (const auto& [path, pos] : site.expr->paths()) {
+  for (const auto& [path, at] : site.expr->paths()) {
+    const size_t pos = at;  // a copy: Clang before 16 cannot capture a structured binding in a lambda
     const size_t dot = path.find('.');
     const std::string root = path.substr(0, dot);
     const std::string member = dot == std::string::npos ? "" : path.substr(dot + 1, path.find('.', dot + 1) - dot - 1);

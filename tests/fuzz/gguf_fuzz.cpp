@@ -4,6 +4,10 @@
 // exact-size heap copy, so a read one byte past the end is a report. A run
 // passes when every input is either refused with bonfire::Error or loads and
 // every tensor dequantizes. Usage: gguf_fuzz_asan FILE.gguf [ROUNDS]
+//
+// The same file is the libFuzzer target fuzz_gguf (tests/fuzz/fuzz.cmake
+// defines BONFIRE_LIBFUZZER): LLVMFuzzerTestOneInput runs run() on each input
+// and main() is libFuzzer's.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,9 +32,10 @@ void run(const std::string& bytes) {
     for (const std::string& name : store.names()) bonfire::to_f32(*store.find(name));
     ++accepted;
   } catch (const bonfire::Error& e) {
+    // gguf.h promises every refusal starts with the file's name.
     if (std::string(e.what()).rfind("fuzz.gguf: ", 0) != 0) {
       std::fprintf(stderr, "error without the file name: %s\n", e.what());
-      std::exit(1);
+      std::abort();
     }
     ++refused;
   }
@@ -38,6 +43,12 @@ void run(const std::string& bytes) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  run(std::string(reinterpret_cast<const char*>(data), size));
+  return 0;
+}
+
+#ifndef BONFIRE_LIBFUZZER
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: gguf_fuzz_asan FILE.gguf [ROUNDS]\n");
@@ -67,3 +78,4 @@ int main(int argc, char** argv) {
   std::printf("gguf_fuzz_asan: %d accepted, %d refused\n", accepted, refused);
   return 0;
 }
+#endif  // BONFIRE_LIBFUZZER
