@@ -6,8 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <tuple>
 
 #include "core/error.h"
+#include "ir/generation.h"
 #include "model/gguf.h"
 #include "model/model_files.h"
 #include "test_models.h"
@@ -96,6 +102,119 @@ TEST(ModelFiles, MissingPiecesAreNamed) {
   const auto hf = ModelFiles::open((dir / "hf").string());
   EXPECT_EQ(hf->config().family, "llama");
   EXPECT_GT(hf->generation_config().eos_token_ids.size(), 0u);
+}
+
+// Config sanity (issue 13, item 2): every size a config.json or GGUF
+// metadata claims is checked against the tensors present and against
+// bounds before anything is sized by it, and refused with the key's name.
+// (Measured by hand: a config.json claiming 10^9 layers used to spend over
+// a minute allocating before failing; it is now refused in milliseconds.)
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A copy of the llama test model's HF folder with config.json edited.
+fs::path edited_hf(const std::string& name, const std::function<void(json&)>& edit) {
+  const auto dir = testing::test_model("llama");
+  if (dir.empty()) return {};
+  const fs::path out = fs::path(BONFIRE_SOURCE_DIR) / "build" / "testmodels" / ("sanity-" + name);
+  fs::remove_all(out);
+  fs::copy(dir / "hf", out, fs::copy_options::recursive);
+  json cfg = testing::read_json(out / "config.json");
+  edit(cfg);
+  std::ofstream(out / "config.json") << cfg.dump(2);
+  return out;
+}
+
+// The Error message config() gives for the model at `path` ("" when none).
+std::string config_error(const fs::path& path) {
+  try {
+    ModelFiles::open(path.string())->config();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigSanity, BillionLayersInConfigJsonRefusedNamingTheField) {
+  const fs::path dir = edited_hf("layers", [](json& c) { c["num_hidden_layers"] = 1000000000; });
+  ASSERT_FALSE(dir.empty());
+  EXPECT_NE(config_error(dir).find("config.json: num_hidden_layers = 1000000000 but the checkpoint has tensors "
+                                   "for 2 layers"),
+            std::string::npos)
+      << config_error(dir);
+  // The whole path a server takes refuses it the same way.
+  try {
+    ir::LocalModel::open(dir.string(), {});
+    ADD_FAILURE() << "a config claiming 10^9 layers was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_hidden_layers = 1000000000"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigSanity, OtherAbsurdSizesRefusedNamingTheField) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& c) { c["num_hidden_layers"] = 8; }, "num_hidden_layers = 8 but the checkpoint has tensors for 2 layers"},
+      {[](json& c) { c["hidden_size"] = 1000000000000LL; },
+       "hidden_size = 1000000000000 but the embedding model.embed_tokens.weight is [384, 64]"},
+      {[](json& c) { c["vocab_size"] = 10000000000LL; },
+       "vocab_size = 10000000000 but the embedding model.embed_tokens.weight has 384 rows"},
+      {[](json& c) { c["num_attention_heads"] = 1000000; }, "num_attention_heads = 1000000 is out of range"},
+      {[](json& c) { c["num_attention_heads"] = 8; },
+       "num_attention_heads = 8 × head_dim 16 = 128 but model.layers.0.self_attn.q_proj.weight has 64 rows"},
+      {[](json& c) { c["num_key_value_heads"] = 4; },
+       "num_key_value_heads = 4 × head_dim 16 = 64 but model.layers.0.self_attn.k_proj.weight has 32 rows"},
+      {[](json& c) { c["intermediate_size"] = 1000000000; },
+       "intermediate_size = 1000000000 but model.layers.0.mlp.up_proj.weight has 128 rows"},
+      {[](json& c) { c["max_position_embeddings"] = 1000000000000000LL; },
+       "max_position_embeddings = 1000000000000000 is out of range"},
+      {[](json& c) { c["num_hidden_layers"] = 1e300; }, "num_hidden_layers = 1e+300 is not an integer"},
+      {[](json& c) { c["head_dim"] = 2.5; }, "head_dim = 2.5 is not an integer"},
+  };
+  int i = 0;
+  for (const auto& [edit, want] : cases) {
+    const fs::path dir = edited_hf("case" + std::to_string(i++), edit);
+    ASSERT_FALSE(dir.empty());
+    const std::string got = config_error(dir);
+    EXPECT_NE(got.find(want), std::string::npos) << "want: " << want << "\n got: " << got;
+  }
+}
+
+// The f32 GGUF of the llama test model with one u32 metadata value replaced.
+fs::path edited_gguf(const std::string& name, const std::string& key, uint32_t value) {
+  const auto dir = testing::test_model("llama");
+  if (dir.empty()) return {};
+  std::string bytes = testing::slurp(dir / "model-f32.gguf");
+  // A key is stored as u64 length, the bytes, then u32 type (4 = u32), value.
+  const std::string needle = key;
+  const size_t at = bytes.find(needle);
+  if (at == std::string::npos || bytes.compare(at + needle.size(), 4, std::string("\x04\0\0\0", 4)) != 0) return {};
+  std::memcpy(&bytes[at + needle.size() + 4], &value, 4);
+  const fs::path out = fs::path(BONFIRE_SOURCE_DIR) / "build" / "testmodels" / ("sanity-" + name + ".gguf");
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+TEST(ConfigSanity, AbsurdGgufMetadataRefusedNamingTheKey) {
+  const std::vector<std::tuple<std::string, uint32_t, std::string>> cases = {
+      {"llama.block_count", 1000000000u, "llama.block_count = 1000000000 but the checkpoint has tensors for 2 layers"},
+      {"llama.embedding_length", 4000000000u,
+       "llama.embedding_length = 4000000000 but the embedding token_embd.weight is [384, 64]"},
+      {"llama.attention.head_count", 1000000u, "llama.attention.head_count = 1000000 "},
+      {"llama.feed_forward_length", 1000000000u,
+       "llama.feed_forward_length = 1000000000 but blk.0.ffn_up.weight has 128 rows"},
+      {"llama.context_length", 4000000000u, ""},
+  };
+  for (const auto& [key, value, want] : cases) {
+    const fs::path path = edited_gguf(key, key, value);
+    ASSERT_FALSE(path.empty()) << key;
+    const std::string got = config_error(path);
+    if (want.empty()) {
+      EXPECT_EQ(got, "") << key << " = " << value << " is large but within bounds";
+    } else {
+      EXPECT_NE(got.find(want), std::string::npos) << "want: " << want << "\n got: " << got;
+    }
+  }
 }
 
 }  // namespace

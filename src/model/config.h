@@ -4,8 +4,10 @@
 // The IR generator (ir/) reads only this struct, never a family's raw keys.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bonfire {
@@ -93,7 +95,25 @@ struct ModelConfig {
   int64_t pad_token_id = -1;
 
   nlohmann::json raw;  // the original keys, for what this struct does not name
+  // The key each size was read from ("num_hidden_layers", "n_layer",
+  // "llama.block_count", ...), by field name ("n_layers"), for errors.
+  std::map<std::string, std::string> keys;
 };
+
+// What a checkpoint's tensor names and shapes say about the sizes a config
+// claims (HF names or GGUF names), gathered from headers only. -1 / empty:
+// the checkpoint has no such tensor, so that size is held to bounds only.
+struct TensorCensus {
+  int64_t layers = -1;   // highest layer index among the tensors + 1
+  int64_t experts = -1;  // experts per layer (indices in names, or GGUF's *_exps rows)
+  struct Named {
+    std::string name;
+    std::vector<int64_t> shape;  // row-major ([out, in] for a linear weight)
+    bool found() const { return !name.empty(); }
+  };
+  Named embed, output, positions, q, k, up;
+};
+TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors);
 
 // Default sampling and stop ids from generation_config.json.
 struct GenerationConfig {
@@ -109,11 +129,23 @@ struct GenerationConfig {
 
 // Parses config.json (a file, or a folder holding one). Unknown model_type is
 // an error naming it and the families that are known.
-ModelConfig load_hf_config(const std::string& path);
-ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& source);
+//
+// Every size (layers, widths, heads, head_dim, intermediate sizes, vocab,
+// experts, positions, ...) is checked before anything sized by it exists:
+// against bounds no model reaches, and, given the checkpoint's census,
+// against the tensors actually present. A violation is an Error naming the
+// key, e.g. "config.json: num_hidden_layers = 1000000000 but the checkpoint
+// has tensors for 4 layers".
+ModelConfig load_hf_config(const std::string& path, const TensorCensus* have = nullptr);
+ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& source, const TensorCensus* have = nullptr);
 
-// GGUF metadata (as the GGUF reader gives it) into the same struct.
-ModelConfig parse_gguf_config(const nlohmann::json& kv, const std::string& source);
+// GGUF metadata (as the GGUF reader gives it) into the same struct, with
+// the same checks.
+ModelConfig parse_gguf_config(const nlohmann::json& kv, const std::string& source,
+                              const TensorCensus* have = nullptr);
+
+// The checks above on a parsed config (parse_* call it; exposed for tests).
+void check_config_sizes(const ModelConfig& c, const TensorCensus* have);
 
 // generation_config.json; a missing file gives the defaults.
 GenerationConfig load_generation_config(const std::string& path);

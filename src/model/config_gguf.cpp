@@ -48,7 +48,14 @@ class Keys {
     if (!v->is_number()) throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " is not a number");
     return v->get<double>();
   }
-  int64_t integer(const std::string& key, int64_t dflt) const { return (int64_t)num(key, (double)dflt); }
+  // Sizes: a value past 2^53 (or not whole) is refused, never cast.
+  int64_t integer(const std::string& key, int64_t dflt) const {
+    const double v = num(key, (double)dflt);
+    if (!(std::fabs(v) <= 9007199254740992.0) || v != std::floor(v))
+      throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " = " + std::to_string(v) +
+                                           " is not a usable integer");
+    return (int64_t)v;
+  }
   bool flag(const std::string& key, bool dflt) const {
     const json* v = find(key);
     return v && v->is_boolean() ? v->get<bool>() : dflt;
@@ -73,7 +80,7 @@ double float_shortest(double v) {
 
 }  // namespace
 
-ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
+ModelConfig parse_gguf_config(const json& kv, const std::string& source, const TensorCensus* have) {
   if (!kv.contains("general.architecture") || !kv["general.architecture"].is_string())
     throw Error(ErrorCode::BadGraph, source + ": no general.architecture key");
   const std::string arch = kv["general.architecture"].get<std::string>();
@@ -93,12 +100,33 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   c.intermediate_size = k.integer("feed_forward_length", 0);
   c.max_position_embeddings = k.integer("context_length", 0);
   c.vocab_size = k.integer("vocab_size", 0);
-  if (c.vocab_size == 0 && kv.contains("tokenizer.ggml.tokens")) c.vocab_size = (int64_t)kv["tokenizer.ggml.tokens"].size();
+  c.keys = {{"vocab_size", arch + ".vocab_size"},
+            {"hidden_size", arch + ".embedding_length"},
+            {"n_layers", arch + ".block_count"},
+            {"n_heads", arch + ".attention.head_count"},
+            {"n_kv_heads", arch + ".attention.head_count_kv"},
+            {"head_dim", arch + ".attention.key_length"},
+            {"intermediate_size", arch + ".feed_forward_length"},
+            {"max_position_embeddings", arch + ".context_length"},
+            {"n_experts", arch + ".expert_count"},
+            {"sliding_window", arch + ".attention.sliding_window"}};
+  if (c.vocab_size == 0 && kv.contains("tokenizer.ggml.tokens")) {
+    c.vocab_size = (int64_t)kv["tokenizer.ggml.tokens"].size();
+    c.keys["vocab_size"] = "the tokenizer.ggml.tokens count";
+    // The converter may cut the embedding to the tokenizer's real size
+    // (Gemma 3 drops out-of-vocabulary rows) while padding the token list
+    // to config.json's vocab_size with [PAD] entries: those ids have no
+    // embedding and no logit, so the model's vocabulary is the table's.
+    if (have && have->embed.found() && have->embed.shape.size() == 2 && have->embed.shape[0] < c.vocab_size &&
+        (!have->output.found() || (have->output.shape.size() == 2 && have->output.shape[0] == have->embed.shape[0])))
+      c.vocab_size = have->embed.shape[0];
+  }
   // MLA files carry the unabsorbed sizes as *_mla (key_length is then
   // kv_lora_rank + rope dims, the absorbed form llama.cpp runs).
   c.head_dim = k.integer("attention.key_length_mla",
                          k.integer("attention.key_length", c.n_heads ? c.hidden_size / c.n_heads : 0));
   c.rope_theta = k.num("rope.freq_base", 10000);
+  check_config_sizes(c, have);  // before anything is sized by them
   const int64_t rope_dims = k.integer("rope.dimension_count", c.head_dim);
   c.partial_rotary_factor = c.head_dim ? (double)rope_dims / (double)c.head_dim : 1.0;
   if (const json* t = k.find("rope.scaling.type"); t && t->is_string() && *t != "none") {
@@ -188,6 +216,7 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source) {
   if (c.hidden_size <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.vocab_size <= 0)
     throw Error(ErrorCode::BadGraph, source + ": GGUF lacks " + arch + ".embedding_length, block_count, "
                                               "attention.head_count or a vocabulary");
+  check_config_sizes(c, have);
   return c;
 }
 

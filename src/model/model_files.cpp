@@ -97,9 +97,29 @@ std::unique_ptr<ModelFiles> ModelFiles::open(const std::string& path) {
   return m;
 }
 
-ModelConfig ModelFiles::config() const {
+// The checkpoint's tensor names and shapes (headers only) for the config's
+// size checks. A folder whose safetensors do not open gets an empty
+// census: weights() then says what is wrong with them.
+TensorCensus ModelFiles::census() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> list;
   if (gguf_) {
-    ModelConfig c = parse_gguf_config(gguf_->metadata(), path_);
+    for (const GgufTensorInfo& t : gguf_->tensors()) list.emplace_back(t.name, t.shape);
+    return census_of(list);
+  }
+  try {
+    WeightStore store;
+    load_safetensors_folder(path_, store);
+    for (const std::string& name : store.names()) list.emplace_back(name, store.find(name)->shape);
+  } catch (const Error&) {
+    return {};
+  }
+  return census_of(list);
+}
+
+ModelConfig ModelFiles::config() const {
+  const TensorCensus have = census();
+  if (gguf_) {
+    ModelConfig c = parse_gguf_config(gguf_->metadata(), path_, &have);
     // llama.cpp's converter drops output.weight when it equals the embedding.
     c.tie_word_embeddings = gguf_->find("output.weight") == nullptr;
     // Llama 3's rope scaling survives conversion only as this tensor (the
@@ -137,7 +157,7 @@ ModelConfig ModelFiles::config() const {
     c.mlp_bias = gguf_->find("blk.0.ffn_up.bias") != nullptr;
     return c;
   }
-  return load_hf_config(in_dir(path_, "config.json"));
+  return load_hf_config(in_dir(path_, "config.json"), &have);
 }
 
 GenerationConfig ModelFiles::generation_config() const {

@@ -27,7 +27,11 @@ class ModelFiles {
   const std::string& path() const { return path_; }
   bool is_gguf() const { return gguf_ != nullptr; }
 
+  // config.json or the GGUF keys, every size checked against the tensors
+  // present and against bounds first (model/config.h).
   ModelConfig config() const;
+  // What the checkpoint's tensor names and shapes say (headers only).
+  TensorCensus census() const;
   GenerationConfig generation_config() const;
   WeightStore weights() const;
   std::unique_ptr<Tokenizer> tokenizer() const;
