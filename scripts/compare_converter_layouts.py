@@ -56,6 +56,7 @@ CASES = {f: (f, []) for f in [
 CASES["phi3_longrope"] = ("phi3", ["--longrope", "32"])
 CASES["mistral_sw8"] = ("mistral", ["--sliding-window", "8"])
 CASES["gemma2_sw8"] = ("gemma2", ["--sliding-window", "8"])
+CASES["gemma3_text_trim"] = ("gemma3_text", ["--trim-embedding"])
 
 # The converter registers MPT under MosaicML's class name (what real MPT
 # checkpoints carry); transformers' own MptForCausalLM, which the test

@@ -163,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="phi3 only: LongRoPE rope_scaling (long/short factors) with original context N; the GGUF "
                          "gets the converter's layout: rope_factors_{long,short}.weight and rope.scaling.attn_factor, "
                          "no rope.scaling.type")
+    ap.add_argument("--trim-embedding", action="store_true",
+                    help="gemma3_text only: cut token_embd.weight to the tokenizer's real size (tokenizer.json's vocab "
+                         "plus added tokens) as convert_hf_to_gguf.py's Gemma3Model does, while the token list stays "
+                         "padded to vocab_size (a file llama.cpp refuses and bonfire reads)")
     ap.add_argument("--gguf", default="f32,f16,q8_0,q4_0", help=f"comma list of {', '.join(GGUF_TYPES)}; '' for none")
     args = ap.parse_args(argv)
 
@@ -226,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     written = [hf_dir]
     if types:
         tensors = family.gguf_tensors(cfg, weights.tensors)
+        if args.trim_embedding:
+            if family.model_type != "gemma3_text":
+                ap.error("--trim-embedding is what the converter does for gemma3_text only")
+            n_real = len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))
+            tensors = [(n, a[:n_real] if n == "token_embd.weight" else a) for n, a in tensors]
         kvs = gguf_kvs(family, cfg, f"bonfire-test-{family.model_type}", tensors, info, args.pre)
         written += write_ggufs(args.out, family, kvs, tensors, types)
     for p in written:

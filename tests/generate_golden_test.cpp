@@ -160,6 +160,44 @@ TEST(GenerateGoldenControl, Phi3WithoutLongRopeMissesTheGolden) {
               r.tokens == greedy ? "equal" : "differ");
 }
 
+// Gemma 3 as the converter writes it when config.json's vocab_size (384)
+// exceeds the tokenizer (368 ids): token_embd cut to 368 rows, the token
+// list padded to 384 (write_test_model.py --trim-embedding; equal to the
+// converter's file byte for byte, scripts/compare_converter_layouts.py).
+// llama.cpp refuses that file; bonfire reads it with a 368-id vocabulary,
+// and since the rows it keeps are the same, its logits are llama.cpp's on
+// the untrimmed file (goldens/generate/gemma3_text.f32.json) minus the
+// padding ids, and so are the greedy tokens (none of them is a padding id).
+TEST(GenerateGoldenConverterLayout, Gemma3TrimmedEmbedding) {
+  const fs::path goldens = fs::path(BONFIRE_SOURCE_DIR) / "goldens" / "generate";
+  const json g = testing::read_json(goldens / "gemma3_text.f32.json");
+  auto args = g["writer_args"].get<std::vector<std::string>>();
+  args.push_back("--trim-embedding");
+  const fs::path dir = testing::test_model("gemma3_text", "f32", args);
+  ASSERT_FALSE(dir.empty());
+  ir::LocalModel::Options o;
+  o.ctx = g["n_ctx"].get<int64_t>();
+  auto model = ir::LocalModel::open((dir / "model-f32.gguf").string(), o);
+  EXPECT_EQ(model->config().vocab_size, 368);
+  ir::GenerateRequest req;
+  req.prompt = g["prompt"].get<std::vector<int32_t>>();
+  req.max_tokens = 32;
+  req.ignore_eos = true;
+  req.return_logits = true;
+  const ir::GenerateResult r = model->generate(req);
+  const std::vector<float> ref = g["logits"].get<std::vector<float>>();
+  ASSERT_EQ(r.prompt_logits.size(), 368u);
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < 368; ++i) {
+    max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+    max_diff = std::max(max_diff, std::fabs(double(r.prompt_logits[i]) - ref[i]));
+  }
+  EXPECT_LE(max_diff / max_ref, tolerance("f32"));
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  for (int32_t t : greedy) ASSERT_LT(t, 368) << "the golden chose a padding id: this comparison no longer applies";
+  EXPECT_EQ(r.tokens, greedy);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, GenerateGolden, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.family + "_" + i.param.type; });
 

@@ -217,5 +217,36 @@ TEST(ConfigSanity, AbsurdGgufMetadataRefusedNamingTheKey) {
   }
 }
 
+// LongRoPE in the converter's layout (factor tensors, no rope.scaling.type):
+// the keys it comes with, and llama.cpp's defaults when they are missing
+// (attn_factor 1, original context = context_length). A key is hidden by
+// renaming it in place to one nobody reads.
+TEST(ConverterLayout, Phi3LongRopeKeysAndTheirDefaults) {
+  const auto dir = testing::test_model("phi3", "f32,f16,q8_0", {"--longrope", "32", "--std", "0.05"});
+  ASSERT_FALSE(dir.empty());
+  const std::string bytes = testing::slurp(dir / "model-f32.gguf");
+  auto config_with = [&](const std::string& hide) {
+    std::string b = bytes;
+    if (!hide.empty()) {
+      const size_t at = b.find(hide);
+      EXPECT_NE(at, std::string::npos) << hide;
+      if (at != std::string::npos) b[at + hide.size() - 1] = 'X';
+    }
+    const fs::path out = fs::path(BONFIRE_SOURCE_DIR) / "build" / "testmodels" / "phi3-longrope-keys.gguf";
+    std::ofstream(out, std::ios::binary) << b;
+    return ModelFiles::open(out.string())->config();
+  };
+  const double attn = std::sqrt(1 + std::log(4096.0 / 32) / std::log(32.0));
+  const ModelConfig c = config_with("");
+  ASSERT_TRUE(c.rope_scaling.is_object());
+  EXPECT_EQ(c.rope_scaling["rope_type"], "longrope");
+  EXPECT_EQ(c.rope_scaling["original_max_position_embeddings"], 32);
+  EXPECT_NEAR(c.rope_scaling["attention_factor"].get<double>(), attn, 1e-6);
+  const ModelConfig no_attn = config_with("phi3.rope.scaling.attn_factor");
+  EXPECT_EQ(no_attn.rope_scaling["attention_factor"], 1.0);
+  const ModelConfig no_orig = config_with("phi3.rope.scaling.original_context_length");
+  EXPECT_EQ(no_orig.rope_scaling["original_max_position_embeddings"], 4096);
+}
+
 }  // namespace
 }  // namespace bonfire
