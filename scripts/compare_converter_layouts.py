@@ -6,7 +6,7 @@ writes the random test model with scripts/write_test_model.py (an HF folder
 plus the f32 GGUF the project's writer makes), then runs llama.cpp's
 convert_hf_to_gguf.py model class (the pinned release's source, cloned by
 scripts/fetch_llama_cpp.sh into refs/llama/llama.cpp) on the same HF folder,
-outtype f32, and compares the two files:
+outtype f32 (or each of --types), and compares the two files:
 
   * `<arch>.*` and `general.*` metadata: keys only on one side, values that
     differ (numbers compared as f32);
@@ -28,7 +28,8 @@ Python dependencies transformers and sentencepiece are not Debian packages
     everything else -- set_gguf_parameters, modify_tensors,
     generate_extra_tensors, prepare_tensors -- is the converter's own code.
 
-    /usr/bin/python3 scripts/compare_converter_layouts.py [--families phi3,llama] [--keep DIR] [--json OUT]
+    /usr/bin/python3 scripts/compare_converter_layouts.py [--families phi3,llama] [--types f32,f16,q8_0]
+        [--keep DIR] [--json OUT]
 
 Exit status 0 when every family converted; differences are reported, not
 fatal (docs/MODEL_FILES.md lists them and how the loader handles each).
@@ -127,7 +128,9 @@ def child_convert(hf: Path, ref_gguf: Path, out: Path) -> None:
             self.gguf_writer.add_key_value(key, val, vtype, sub)
 
     with torch.inference_mode():
-        m = cls(hf, gguf.LlamaFileType.ALL_F32, out, eager=True)
+        ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                 "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[out.stem.split("-")[-1]]
+        m = cls(hf, ftype, out, eager=True)
         m.set_vocab = types.MethodType(set_vocab, m)
         m.write()
     print(json.dumps({"ok": True, "arch": arch, "class": cls.__name__}))
@@ -200,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default=",".join(CASES))
     ap.add_argument("--keep", type=Path, help="write the models here instead of a temporary folder")
     ap.add_argument("--json", type=Path, help="also write the differences as JSON")
+    ap.add_argument("--types", default="f32", help="comma list of f32, f16, bf16, q8_0 (the converter's outtypes)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    types = [t for t in args.types.split(",") if t]
     if args.child:
         child_convert(*(Path(p) for p in args.child))
         return 0
@@ -217,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         family, extra = CASES[name]
         d = scratch / name
         subprocess.run([sys.executable, str(HERE / "write_test_model.py"), "--family", family, "--out", str(d),
-                        "--gguf", "f32", *extra], check=True, capture_output=True)
-        conv = d / "converter-f32.gguf"
+                        "--gguf", ",".join(types), *extra], check=True, capture_output=True)
         hf = d / "hf"
         if family in CONVERTER_ARCH:
             import shutil
@@ -227,20 +231,24 @@ def main(argv: list[str] | None = None) -> int:
             cfg = json.loads((hf / "config.json").read_text(encoding="utf-8"))
             cfg["architectures"] = [CONVERTER_ARCH[family]]
             (hf / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
-        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(hf),
-                            str(d / "model-f32.gguf"), str(conv)], capture_output=True, text=True, timeout=900)
-        if p.returncode != 0 or not conv.is_file():
-            tail = " | ".join((p.stderr or p.stdout).strip().splitlines()[-3:])
-            failed.append(name)
-            report[name] = {"error": tail}
-            print(f"{name:14s} CONVERTER FAILED: {tail}")
-            continue
-        info = json.loads(p.stdout.strip().splitlines()[-1])
-        diffs = compare(d / "model-f32.gguf", conv)
-        report[name] = {"converter_class": info["class"], "hf_architecture": info["arch"], "differences": diffs}
-        print(f"{name:14s} {info['class']:22s} {'same' if not diffs else str(len(diffs)) + ' differences'}")
-        for x in diffs:
-            print(f"    {x}")
+        for t in types:
+            conv = d / f"converter-{t}.gguf"
+            ours = d / f"model-{t}.gguf"
+            label = name if types == ["f32"] else f"{name}.{t}"
+            p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(hf), str(ours),
+                                str(conv)], capture_output=True, text=True, timeout=900)
+            if p.returncode != 0 or not conv.is_file():
+                tail = " | ".join((p.stderr or p.stdout).strip().splitlines()[-3:])
+                failed.append(label)
+                report[label] = {"error": tail}
+                print(f"{label:14s} CONVERTER FAILED: {tail}")
+                continue
+            info = json.loads(p.stdout.strip().splitlines()[-1])
+            diffs = compare(ours, conv)
+            report[label] = {"converter_class": info["class"], "hf_architecture": info["arch"], "differences": diffs}
+            print(f"{label:14s} {info['class']:22s} {'same' if not diffs else str(len(diffs)) + ' differences'}")
+            for x in diffs:
+                print(f"    {x}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 1 if failed else 0
