@@ -110,7 +110,7 @@ TensorCensus ModelFiles::census() const {
     WeightStore store;
     load_safetensors_folder(path_, store);
     for (const std::string& name : store.names()) list.emplace_back(name, store.find(name)->shape);
-  } catch (const Error&) {
+  } catch (const std::exception&) {
     return {};
   }
   return census_of(list);
