@@ -180,6 +180,30 @@ TEST(ConfigSanity, OtherAbsurdSizesRefusedNamingTheField) {
   }
 }
 
+// A multimodal checkpoint's vision tower has layers and q_proj weights of
+// its own; the checks look at the language model's only.
+TEST(ConfigSanity, VisionTowerTensorsDoNotCount) {
+  const fs::path dir = edited_hf("vision", [](json&) {});
+  ASSERT_FALSE(dir.empty());
+  // One extra safetensors file: an [8, 4] f32 q_proj in layer 0 and a layer 40.
+  const std::string names[] = {"vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight",
+                               "vision_tower.vision_model.encoder.layers.40.mlp.fc1.weight"};
+  json header = json::object();
+  for (int i = 0; i < 2; ++i)
+    header[names[i]] = {{"dtype", "F32"}, {"shape", {8, 4}}, {"data_offsets", {i * 128, i * 128 + 128}}};
+  std::string h = header.dump();
+  while (h.size() % 8) h += ' ';
+  std::string file(8, '\0');
+  const uint64_t n = h.size();
+  std::memcpy(file.data(), &n, 8);
+  file += h + std::string(256, '\0');
+  std::ofstream(dir / "vision.safetensors", std::ios::binary) << file;
+  const std::string err = config_error(dir);
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(ModelFiles::open(dir.string())->census().layers, 2);
+  EXPECT_EQ(ModelFiles::open(dir.string())->census().q.name, "model.layers.0.self_attn.q_proj.weight");
+}
+
 // The f32 GGUF of the llama test model with one u32 metadata value replaced.
 fs::path edited_gguf(const std::string& name, const std::string& key, uint32_t value) {
   const auto dir = testing::test_model("llama");

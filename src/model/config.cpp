@@ -422,6 +422,13 @@ TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int6
   };
   for (const auto& [name, shape] : tensors) {
     const std::vector<std::string> seg = segments(name);
+    // A multimodal checkpoint's vision or audio tower has layers, q_proj...
+    // of its own (Gemma 3's vision_tower); only the language model counts.
+    if (std::any_of(seg.begin(), seg.end(), [](const std::string& x) {
+          return x == "vision_tower" || x == "vision_model" || x == "visual" || x == "vision" ||
+                 x == "multi_modal_projector" || x == "mm_projector" || x == "audio_tower" || x == "audio_model";
+        }))
+      continue;
     size_t after = 0;
     const int64_t layer = layer_of(seg, &after);
     if (layer >= 0) {
