@@ -56,6 +56,17 @@ TEST(Expr, ErrorsNamePosition) {
   EXPECT_THROW(eval("'open"), Error);
 }
 
+// A string literal that is not UTF-8 used as a number is Error(BadGraph),
+// not nlohmann's type_error from dump() (found by fuzz_graph;
+// tests/fuzz/corpus/graph/crash-expr-invalid-utf8-string.txt).
+TEST(Expr, InvalidUtf8StringIsABadGraphError) {
+  const Expr::Lookup none = [](const std::string&) -> std::optional<json> { return std::nullopt; };
+  const Expr e = Expr::parse("\"p\xff\xffmul\"");
+  EXPECT_THROW(e.eval_number(none), Error);
+  EXPECT_THROW(Expr::parse("\"\xfe\" + 1").compile_numeric({}), Error);
+  EXPECT_THROW(Expr::parse("1 if \"\xfe\" else 2").eval_number(none), Error);
+}
+
 TEST(Expr, ElementwiseFunctions) {
   const double x = 0.7;
   EXPECT_DOUBLE_EQ(eval("rsqrt(4)").get<double>(), 0.5);

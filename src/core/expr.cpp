@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/expr_node.h"
+#include "core/json_parse.h"
 
 namespace bonfire {
 
@@ -339,7 +340,10 @@ class Evaluator {
   double number(const json& v, size_t pos) {
     if (v.is_number()) return v.get<double>();
     if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
-    expr_error(src_, pos, "expected a number, got " + v.dump());
+    // dump_json, not dump(): a string from the source or a bind value may be
+    // invalid UTF-8, and dump() throws json::type_error on it, escaping the
+    // promised Error(BadGraph) (found by fuzz_graph).
+    expr_error(src_, pos, "expected a number, got " + dump_json(v));
   }
 
  private:
@@ -347,7 +351,7 @@ class Evaluator {
     if (v.is_boolean()) return v.get<bool>();
     if (v.is_number()) return v.get<double>() != 0;
     if (v.is_null()) return false;
-    expr_error(src_, pos, "expected a condition, got " + v.dump());
+    expr_error(src_, pos, "expected a condition, got " + dump_json(v));
   }
 
   json binary(const Node& n) {

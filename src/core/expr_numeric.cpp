@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/expr_node.h"
+#include "core/json_parse.h"
 
 namespace bonfire {
 
@@ -43,7 +44,7 @@ struct NumericCompiler {
       case Node::Literal:
         if (n.value.is_number()) return emit(kConst, 0, 1, 0, n.value.get<double>());
         if (n.value.is_boolean()) return emit(kConst, 0, 1, 0, n.value.get<bool>() ? 1.0 : 0.0);
-        not_numeric(n, "the value " + n.value.dump());
+        not_numeric(n, "the value " + dump_json(n.value));  // may be invalid UTF-8: see Evaluator::number
       case Node::Name: {
         for (size_t i = 0; i < vars.size(); ++i)
           if (vars[i] == n.text) return emit(kVar, 0, 1, (int32_t)i);
