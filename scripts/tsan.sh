@@ -12,10 +12,11 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBONFIRE_TE
   >/dev/null
 cmake --build build-tsan -j2 --target bonfire
 mkdir -p build-tsan/logs
-# libgomp is not built with TSan, so its barriers look like races: the ops
-# run on one OpenMP thread here (the network's threads are what is tested),
-# and what remains of libgomp is suppressed.
-export OMP_NUM_THREADS=1
+# libgomp and OpenBLAS are not built with TSan, so their own thread pools'
+# synchronisation is invisible to it and looks like races: the ops run on one
+# thread of each here (the network's threads are what is tested), and what
+# remains of those libraries is suppressed.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/scripts/tsan.supp log_path=$ROOT/build-tsan/logs/tsan"
 export BONFIRE_BINARY=$ROOT/build-tsan/bonfire BONFIRE_SOURCE_DIR=$ROOT
 tests=("$@")

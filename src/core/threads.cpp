@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace bonfire {
 
@@ -11,7 +12,10 @@ int g_threads = 0;
 }
 
 void set_num_threads(int n) {
-  g_threads = n > 0 ? n : omp_get_num_procs();
+  // No count given: all cores, unless OMP_NUM_THREADS says otherwise (the
+  // ThreadSanitizer run sets 1: libgomp's own synchronisation is invisible to it).
+  if (n <= 0) n = std::getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : omp_get_num_procs();
+  g_threads = n;
   omp_set_num_threads(g_threads);
 }
 
