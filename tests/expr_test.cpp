@@ -67,6 +67,32 @@ TEST(Expr, InvalidUtf8StringIsABadGraphError) {
   EXPECT_THROW(Expr::parse("1 if \"\xfe\" else 2").eval_number(none), Error);
 }
 
+// Nesting is bounded (200 levels): the parser, evaluators and destructor
+// recurse per level, and "[[[[..." or "-----x" a few thousand deep overflowed
+// the stack (found by fuzz_graph;
+// tests/fuzz/corpus/graph/crash-expr-deep-unary-stack-overflow.txt).
+TEST(Expr, NestingDepthIsBounded) {
+  const Expr::Lookup x1 = [](const std::string& n) -> std::optional<json> {
+    if (n == "x") return json(1);
+    return std::nullopt;
+  };
+  for (const std::string& deep : {std::string(5000, '-') + "x", std::string(5000, '(') + "x" + std::string(5000, ')'),
+                                  std::string(5000, '['), std::string(3000, '!') + "x"}) {
+    try {
+      Expr::parse(deep);
+      FAIL() << deep.substr(0, 8);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested more than 200 deep"), std::string::npos) << e.what();
+    }
+  }
+  std::string chain = "x";
+  for (int i = 0; i < 3000; ++i) chain += " + x";
+  EXPECT_THROW(Expr::parse(chain), Error);
+  // Real expressions are far from it.
+  EXPECT_EQ(Expr::parse(std::string(50, '(') + "x + 1" + std::string(50, ')')).eval_number(x1), 2.0);
+  EXPECT_EQ(Expr::parse(std::string(150, '-') + "x").eval_number(x1), 1.0);
+}
+
 TEST(Expr, ElementwiseFunctions) {
   const double x = 0.7;
   EXPECT_DOUBLE_EQ(eval("rsqrt(4)").get<double>(), 0.5);

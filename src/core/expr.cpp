@@ -81,6 +81,13 @@ std::vector<Token> tokenize(std::string_view s) {
   return out;
 }
 
+// How deep an expression may nest: parentheses, unary operators, and chains
+// of binary operators all count. The parser, the evaluators and the tree's
+// destructor recurse once per level, so an unbounded depth ("------...x",
+// "((((...", "1+1+...+1") overflows the stack (found by fuzz_graph); real
+// expressions nest a few levels.
+constexpr int kMaxExprDepth = 200;
+
 class Parser {
  public:
   Parser(std::string_view src) : src_(src), toks_(tokenize(src)) {}
@@ -112,10 +119,23 @@ class Parser {
     n->begin = pos;
     for (const auto& k : n->kids) n->begin = std::min(n->begin, k->begin);
     n->end = last_end_;
+    for (const auto& k : n->kids) n->depth = std::max(n->depth, k->depth + 1);
+    if (n->depth > kMaxExprDepth) expr_error(src_, pos, "nested more than " + std::to_string(kMaxExprDepth) + " deep");
     return n;
   }
+  // Counts the parser's own recursion (ternary, not, unary), which may go
+  // deeper than any node yet made: "((((((" makes none. A level of
+  // parentheses passes all three.
+  struct Nest {
+    explicit Nest(Parser* p) : p(p) {
+      if (++p->nest_ > 3 * kMaxExprDepth) p->fail("nested more than " + std::to_string(kMaxExprDepth) + " deep");
+    }
+    ~Nest() { --p->nest_; }
+    Parser* p;
+  };
 
   NodeP ternary() {
+    const Nest nest(this);
     NodeP a = or_();
     if (is_word("if")) {
       const size_t pos = peek().pos;
@@ -155,6 +175,7 @@ class Parser {
     return a;
   }
   NodeP not_() {
+    const Nest nest(this);
     if (is_word("not") || is_op("!")) {
       const size_t pos = peek().pos;
       advance();
@@ -194,6 +215,7 @@ class Parser {
     return a;
   }
   NodeP unary() {
+    const Nest nest(this);
     if (is_op("-") || is_op("+")) {
       const Token t = peek();
       advance();
@@ -280,6 +302,7 @@ class Parser {
   std::vector<Token> toks_;
   size_t at_ = 0;
   size_t last_end_ = 0;
+  int nest_ = 0;
 };
 
 class Evaluator {

@@ -20,6 +20,7 @@ struct Expr::Node {
   std::vector<std::shared_ptr<const Node>> kids;
   size_t pos = 0;       // character offset, for errors
   size_t begin = 0, end = 0;  // the source text the node was parsed from: [begin, end)
+  int depth = 1;              // levels of the tree below and including this node
 };
 
 namespace expr_detail {
