@@ -27,6 +27,6 @@ for t in "${tests[@]}"; do
   echo "== $t"
   if ! node "$t"; then failed=$((failed + 1)); fi
 done
-reports=$(ls build-tsan/logs/tsan.* 2>/dev/null | wc -l)
+reports=$(find build-tsan/logs -name "tsan.*" | wc -l)
 echo "tsan: ${#tests[@]} tests, $failed failed, $reports race reports (build-tsan/logs)"
 [ "$failed" -eq 0 ] && [ "$reports" -eq 0 ]
