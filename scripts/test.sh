@@ -11,10 +11,11 @@ scripts/fetch_node_clients.sh # the OpenAI client the network tests drive /v1 wi
 scripts/fetch_web_test_deps.sh # playwright-core, which drives chromium in the web page's browser test
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
-ctest --test-dir build --output-on-failure -j2 --timeout 600
 # The libFuzzer targets (docs/FUZZING.md): a Clang build of the parsers under
 # ASan + UBSan in build-fuzz, then each target a short run over its committed
 # corpus (tests/fuzz/corpus/); a crash, leak or UB report fails the run.
 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DBONFIRE_FUZZ=ON -DBONFIRE_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j2 --target fuzz_all
 ctest --test-dir build-fuzz --output-on-failure -j2 --timeout 600
+# Every other test, last: its summary line is the run's.
+ctest --test-dir build --output-on-failure -j2 --timeout 600
