@@ -4,7 +4,8 @@
 // 16 MiB by default). When a whole request parses, its body goes through the
 // project's bounded JSON parser (core/json_parse.h, depth 64) and, when it is
 // an object, through parse_openai_request (net/openai.h) as both a chat and
-// a completions request. A parser error, bonfire::Error, is a clean refusal;
+// a completions request, and through parse_generate_body
+// (net/request_fields.h) as a /api/v3/generate request. A parser error, bonfire::Error, is a clean refusal;
 // anything else is a bug.
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/http.hpp>
@@ -15,7 +16,9 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "net/http_server.h"
+#include "graph/wire.h"
 #include "net/openai.h"
+#include "net/request_fields.h"
 
 namespace http = boost::beast::http;
 
@@ -43,8 +46,13 @@ void body(const std::string& text) {
       (void)bonfire::net::openai_error(e);
     }
   }
-  // When src/net grows a parser for bonfire's own /api/v3/generate body, call
-  // it here on `j` the same way (its refusals are bonfire::Error too).
+  // bonfire's own /api/v3/generate body, by the same field rules (a
+  // vocabulary of 32000 for the token-id check).
+  try {
+    (void)bonfire::net::fields::parse_generate_body(j, 32000);
+  } catch (const bonfire::Error& e) {
+    (void)bonfire::error_to_json(e);
+  }
 }
 
 }  // namespace
