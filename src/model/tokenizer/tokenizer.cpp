@@ -73,6 +73,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& t, const json& confi
   return tk;
 }
 
+// Ids index a table: the largest vocabulary in use is ~262k; 2^24 leaves room.
+constexpr int64_t kMaxTokenId = int64_t(1) << 24;
+
 void Tokenizer::load_model(const json& m, const json& pre, const json& added) {
   std::string type = m.value("type", std::string(m.contains("merges") ? "BPE" : ""));
   if (type != "BPE" && type != "GgufSpm") bad_graph(where_ + ": unsupported model type \"" + type + "\"");
@@ -83,7 +86,11 @@ void Tokenizer::load_model(const json& m, const json& pre, const json& added) {
     token_to_id_->reserve(vocab.size() + 1024);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > INT32_MAX)
-        bad_graph(where_ + ": vocab id of \"" + it.key() + "\" is not a non-negative integer");
+        bad_graph(where_ + ": vocab id of \"" + bounded_text(it.key(), 64) + "\" is not a non-negative integer");
+      // The id table is sized by the largest id: a lying one must not size it.
+      if (it.value().get<int64_t>() >= kMaxTokenId)
+        bad_graph(where_ + ": vocab id " + std::to_string(it.value().get<int64_t>()) + " of \"" +
+                  bounded_text(it.key(), 64) + "\" is over the limit of " + std::to_string(kMaxTokenId) + " tokens");
       int32_t id = it.value().get<int32_t>();
       token_to_id_->set(it.key(), id);
       max_id = std::max(max_id, id);
@@ -150,6 +157,9 @@ void Tokenizer::load_added(const json& added) {
     if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") ||
         !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0)
       bad_graph(where_ + ": an added token needs a string \"content\" and a non-negative \"id\"");
+    if (a["id"].get<int64_t>() >= kMaxTokenId)
+      bad_graph(where_ + ": added token id " + std::to_string(a["id"].get<int64_t>()) + " is over the limit of " +
+                std::to_string(kMaxTokenId) + " tokens");
     tok::AddedToken t;
     t.content = a["content"].get<std::string>();
     t.id = a["id"].get<int32_t>();
