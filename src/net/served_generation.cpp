@@ -137,11 +137,8 @@ class PipelineRun {
       if (!registered) msg.header["call"] = g->call;
       msg.tensors["in:tokens"] = ids;
       for (auto& [name, t] : carry) msg.tensors["in:" + name] = t;
-      std::set<std::string> expect;
-      for (const auto& o : g->call.value("outputs", json::array()))
-        if (o.is_string()) expect.insert(o.get<std::string>());
       calling_ = s.worker;
-      Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s, CallKind::Step, &expect);
+      Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s, CallKind::Step, &g->outputs);
       if (!g->key.empty()) s.worker->note_graph(g->key);
       if (si + 1 < stages_.size()) {
         carry.clear();

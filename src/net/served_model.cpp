@@ -161,8 +161,8 @@ std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t fi
   json probe = g.call;
   probe["session"] = "probe";  // the real one is set per run
   g.features = Graph::parse(probe, inputs, Limits{}).features;
-  if (end < n_layers_)
-    for (const auto& o2 : g.call["outputs"]) g.carry_out.push_back(o2.get<std::string>());
+  for (const auto& o2 : g.call["outputs"]) g.outputs.insert(o2.get<std::string>());
+  if (end < n_layers_) g.carry_out.assign(g.outputs.begin(), g.outputs.end());
   if (mode == "decode") g.key = fingerprint_.hash.substr(0, 16) + "/" + key;
   return graphs_.emplace(key, std::make_shared<const StepGraph>(std::move(g))).first->second;
 }

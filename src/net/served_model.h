@@ -60,6 +60,7 @@ class ServedModel {
     nlohmann::json call;
     std::string key;
     std::set<std::string> ops, features;
+    std::set<std::string> outputs;       // what a reply may carry
     std::vector<std::string> carry_out;  // outputs a non-last stage returns
   };
   // Shared: the cache may drop it while a generation still runs it.
