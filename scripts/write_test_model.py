@@ -20,12 +20,27 @@ qwen families, and llama.cpp's llama/qwen2/qwen3 loaders read none.
 
 The weights are rounded to --dtype first, so the f32 GGUF holds exactly the
 safetensors values. Needs only numpy.
+
+    write_test_model.py --from-hf FOLDER --out DIR [--family llama] [--gguf f32,q8_0,q4_0]
+
+writes GGUF copies of an existing HF folder (e.g. the bundled models/demo)
+instead of a random model, so the same converter rules can be checked on real
+weights: config.json, tokenizer.json/tokenizer_config.json and the
+model.safetensors tensors (or the shards model.safetensors.index.json names)
+come from FOLDER; the family defaults to config.json's model_type. Only
+DIR/model-<type>.gguf is written (FOLDER is not copied), and the options that
+shape a random model (--layers, --hidden, --vocab, --seed, --dtype, ...) are
+ignored. Like the converter, the GGUF also gets general.name from the folder
+name (gguf-py's fallback when there is no model card name) and the
+general.sampling.* keys from generation_config.json. The f32 file holds the
+folder's values exactly (f16/bf16 widen losslessly).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -34,8 +49,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from modelwriter.families import FAMILIES, FILE_TYPE_PLACEHOLDER, Dims, Family, Weights, merge_kvs  # noqa: E402
-from modelwriter.formats import (LLAMA_FTYPE, GGUFFile, GGUFTensor, encode_tensor, kv_str,  # noqa: E402
-                                 kv_u32, write_gguf, write_safetensors)
+from modelwriter.formats import (LLAMA_FTYPE, GGUFFile, GGUFTensor, encode_tensor, kv_f32, kv_i32,  # noqa: E402
+                                 kv_str, kv_u32, read_safetensors, write_gguf, write_safetensors)
 from modelwriter.tensor_types import convert_type, quantize_types  # noqa: E402
 from modelwriter import tokenizers as tk  # noqa: E402
 
@@ -86,10 +101,12 @@ def build_tokenizer(family: Family, folder: str | None) -> tuple[dict, dict, tk.
 
 
 def gguf_kvs(family: Family, cfg: dict, name: str, tensors: list[tuple[str, np.ndarray]],
-             info: tk.TokenizerInfo, pre: str | None) -> list:
+             info: tk.TokenizerInfo, pre: str | None, sampling: list | None = None) -> list:
+    """`sampling`: general.sampling.* keys, which gguf-py writes just before general.name."""
     arch = family.gguf_arch
-    kvs = [kv_str("general.architecture", arch), kv_str("general.type", "model"), kv_str("general.name", name),
-           kv_str("general.size_label", size_label(tensors)), kv_u32("general.alignment", 32)]
+    kvs = [kv_str("general.architecture", arch), kv_str("general.type", "model"), *(sampling or []),
+           kv_str("general.name", name), kv_str("general.size_label", size_label(tensors)),
+           kv_u32("general.alignment", 32)]
     params = family.gguf_params(cfg)
     if not family.writes_file_type:
         params = [kv for kv in params if kv is not FILE_TYPE_PLACEHOLDER]
@@ -136,10 +153,98 @@ def write_ggufs(out_dir: Path, family: Family, kvs: list, tensors: list[tuple[st
     return written
 
 
+# --------------------------------------------------------------------------
+# --from-hf: GGUF copies of an existing Hugging Face folder
+# --------------------------------------------------------------------------
+
+# (generation_config.json key, general.sampling.<key>, typed KV maker), in the
+# order gguf-py's Metadata.set_gguf_meta_model writes them
+SAMPLING_KEYS = [("sequence", "sequence", kv_str), ("top_k", "top_k", kv_i32), ("top_p", "top_p", kv_f32),
+                 ("min_p", "min_p", kv_f32), ("xtc_probability", "xtc_probability", kv_f32),
+                 ("xtc_threshold", "xtc_threshold", kv_f32), ("temperature", "temp", kv_f32),
+                 ("penalty_last_n", "penalty_last_n", kv_i32), ("repetition_penalty", "penalty_repeat", kv_f32),
+                 ("mirostat", "mirostat", kv_i32), ("mirostat_tau", "mirostat_tau", kv_f32),
+                 ("mirostat_eta", "mirostat_eta", kv_f32)]
+
+
+def sampling_kvs(gen: dict) -> list:
+    """general.sampling.* from generation_config.json, as gguf-py's Metadata.load reads it."""
+    gen = dict(gen)
+    if "penalty_repeat" in gen:          # gguf-py prefers penalty_repeat over repetition_penalty
+        gen["repetition_penalty"] = gen["penalty_repeat"]
+    return [make(f"general.sampling.{key}", gen[src]) for src, key, make in SAMPLING_KEYS
+            if gen.get(src) is not None]
+
+
+def folder_title(folder: Path) -> str:
+    """gguf-py's Metadata.id_to_title of the folder name: the converter's general.name when
+    neither a model card nor config.json names the model (plain names only: gguf-py also
+    strips size/version/finetune parts such as "-8B-Instruct" first)."""
+    return " ".join(w.title() if w.islower() and not re.match(r"^(v\d+(?:\.\d+)*|\d.*)$", w) else w
+                    for w in folder.resolve().name.strip().replace("-", " ").split())
+
+
+def read_hf_weights(folder: Path) -> dict[str, np.ndarray]:
+    """All tensors of the folder as float32, in the converter's order: the parts
+    (model.safetensors, or the shards the index names) sorted by file name, and
+    each part's tensors sorted by name."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        parts = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    else:
+        parts = ["model.safetensors"]
+    tensors: dict[str, np.ndarray] = {}
+    for part in parts:
+        loaded, _ = read_safetensors(folder / part)
+        tensors.update(sorted(loaded.items()))
+    return tensors
+
+
+def check_hf_tensors(family: Family, cfg: dict, tensors: dict[str, np.ndarray]) -> list[str]:
+    """Names/shapes the family expects for this config (what hf_tensors registers) vs the folder's."""
+    expected = Weights(0, "F32", 0.0)
+    family.hf_tensors(cfg, expected)
+    problems = [f"{n}: missing" for n in expected.tensors if n not in tensors]
+    problems += [f"{n}: not a {family.model_type} tensor" for n in tensors if n not in expected.tensors]
+    problems += [f"{n}: shape {tensors[n].shape}, expected {a.shape}" for n, a in expected.tensors.items()
+                 if n in tensors and tensors[n].shape != a.shape]
+    return problems
+
+
+def write_from_hf(folder: Path, out: Path, family: Family, types: list[str], pre: str | None,
+                  trim: bool) -> list[Path]:
+    """OUT/model-<type>.gguf from FOLDER's config, tokenizer and weights."""
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    gen_path = folder / "generation_config.json"
+    gen = json.loads(gen_path.read_text(encoding="utf-8")) if gen_path.is_file() else {}
+    tok, _, info = build_tokenizer(family, str(folder))
+    if cfg["vocab_size"] < info.size:
+        raise ValueError(f"vocab_size {cfg['vocab_size']} is smaller than the tokenizer ({info.size} ids)")
+    weights = read_hf_weights(folder)
+    problems = check_hf_tensors(family, cfg, weights)
+    if problems:
+        raise ValueError(f"{folder}: tensors do not match the {family.model_type} layout: " + "; ".join(problems[:5]))
+    tensors = family.gguf_tensors(cfg, weights)
+    if trim:
+        tensors = trim_embedding(tensors, tok)
+    kvs = gguf_kvs(family, cfg, folder_title(folder), tensors, info, pre, sampling_kvs(gen))
+    out.mkdir(parents=True, exist_ok=True)
+    return write_ggufs(out, family, kvs, tensors, types)
+
+
+def trim_embedding(tensors: list[tuple[str, np.ndarray]], tok: dict) -> list[tuple[str, np.ndarray]]:
+    """token_embd.weight cut to tokenizer.json's vocab plus added tokens (Gemma3Model in the converter)."""
+    n_real = len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))
+    return [(n, a[:n_real] if n == "token_embd.weight" else a) for n, a in tensors]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", required=True, choices=sorted(FAMILIES), help="config.json model_type")
+    ap.add_argument("--family", choices=sorted(FAMILIES),
+                    help="config.json model_type (required unless --from-hf, where it defaults to the folder's)")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--from-hf", type=Path, metavar="FOLDER",
+                    help="write GGUF copies of this HF folder's model instead of a random one")
     ap.add_argument("--tokenizer", help="folder with tokenizer.json (+ tokenizer_config.json) to embed")
     ap.add_argument("--pre", help="override tokenizer.ggml.pre for byte-level BPE tokenizers")
     ap.add_argument("--layers", type=int, default=2)
@@ -170,11 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gguf", default="f32,f16,q8_0,q4_0", help=f"comma list of {', '.join(GGUF_TYPES)}; '' for none")
     args = ap.parse_args(argv)
 
-    family = FAMILIES[args.family]
     types = [t for t in args.gguf.split(",") if t]
     for t in types:
         if t not in GGUF_TYPES:
             ap.error(f"unknown GGUF type {t}")
+    if args.from_hf is not None:
+        return main_from_hf(ap, args, types)
+    if args.family is None:
+        ap.error("--family is required (unless --from-hf)")
+    family = FAMILIES[args.family]
 
     tok, tok_cfg, info = build_tokenizer(family, args.tokenizer)
     if args.vocab is not None:
@@ -233,10 +342,33 @@ def main(argv: list[str] | None = None) -> int:
         if args.trim_embedding:
             if family.model_type != "gemma3_text":
                 ap.error("--trim-embedding is what the converter does for gemma3_text only")
-            n_real = len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))
-            tensors = [(n, a[:n_real] if n == "token_embd.weight" else a) for n, a in tensors]
+            tensors = trim_embedding(tensors, tok)
         kvs = gguf_kvs(family, cfg, f"bonfire-test-{family.model_type}", tensors, info, args.pre)
         written += write_ggufs(args.out, family, kvs, tensors, types)
+    for p in written:
+        print(p)
+    return 0
+
+
+def main_from_hf(ap: argparse.ArgumentParser, args: argparse.Namespace, types: list[str]) -> int:
+    folder = args.from_hf
+    if not (folder / "config.json").is_file():
+        ap.error(f"--from-hf {folder}: no config.json")
+    model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+    name = args.family or model_type
+    if name not in FAMILIES:
+        ap.error(f"--from-hf {folder}: model_type {model_type!r} is not one of the writer's families")
+    if args.family and model_type != args.family:
+        ap.error(f"--family {args.family} but {folder}/config.json has model_type {model_type!r}")
+    if args.tokenizer:
+        ap.error("--tokenizer does not go with --from-hf (the folder's tokenizer is used)")
+    if args.trim_embedding and name != "gemma3_text":
+        ap.error("--trim-embedding is what the converter does for gemma3_text only")
+    try:
+        written = write_from_hf(folder, args.out, FAMILIES[name], types, args.pre, args.trim_embedding)
+    except (ValueError, KeyError) as e:
+        print(f"write_test_model: {e}", file=sys.stderr)
+        return 1
     for p in written:
         print(p)
     return 0

@@ -186,7 +186,7 @@ function workerCard(w) {
       h('span', { class: 'muted small' }, w.remote || ''),
       h('span', { class: 'muted small right', title: 'joined' }, w.joined ? `up ${ago(w.joined)}` : '')),
     h('dl', { class: 'facts' },
-      h('div', {}, h('dt', {}, 'threads'), h('dd', {}, count(w.threads))),
+      h('div', {}, h('dt', {}, 'threads'), h('dd', {}, count(w.threads) + (w.background ? ' (background)' : ''))),
       h('div', {}, h('dt', {}, 'memory'), h('dd', {}, bytes(w.memory))),
       h('div', {}, h('dt', {}, 'in flight'), h('dd', { class: 'inflight' }, count(load.inFlight ?? 0))),
       h('div', {}, h('dt', {}, 'ms / call'), h('dd', {}, load.msPerCall ? load.msPerCall.toFixed(1) : '–')),

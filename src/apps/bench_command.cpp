@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/bench_generate.h"
+#include "apps/compute_options.h"
 #include "core/error.h"
 #include "model/safetensors.h"
 
@@ -113,6 +114,10 @@ std::function<int()> add_bench_commands(CLI::App& app) {
   gen->add_flag("--json", go->json, "also print the figures as one JSON line");
   gen->add_option("--reference-script", go->reference_script, "default: scripts/bench_llama_cpp.py");
   gen->add_flag("!--no-reference", go->reference, "skip llama.cpp");
+  gen->add_flag("--busy", go->busy,
+                "with --network: decode again while another process keeps one core busy, in the normal "
+                "and the background mode, and that process's own speed");
+  add_compute_options(*gen, true);
   gen->add_flag("--network", go->network,
                 "also generate through a coordinator and a worker on loopback (HTTP + WebSocket per step)");
   return [load, dir, gib, gen, go]() -> int {

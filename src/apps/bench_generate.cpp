@@ -4,12 +4,19 @@
 // and the decode ceiling the machine's read bandwidth sets for that file.
 #include "apps/bench_generate.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "core/bandwidth.h"
 #include "core/error.h"
@@ -93,11 +100,55 @@ json post_json(int port, const std::string& path, const json& body) {
   return json::parse(res.body());
 }
 
+// Another program on the volunteer's machine: a child process that keeps one
+// core busy and counts its loops in shared memory, so its speed can be read
+// while the worker runs beside it. (A process, not a thread: background mode
+// tells other programs' load from this one's.)
+class BusyProcess {
+ public:
+  BusyProcess() {
+    void* p = mmap(nullptr, sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error(ErrorCode::Internal, "bench: cannot map a shared counter");
+    loops_ = new (p) std::atomic<uint64_t>(0);
+    pid_ = fork();
+    if (pid_ < 0) throw Error(ErrorCode::Internal, "bench: cannot start the busy process");
+    if (pid_ == 0) {
+      // Only arithmetic and a relaxed store: nothing a forked copy of a
+      // threaded process may not do.
+      volatile double x = 1;
+      for (uint64_t n = 1;; ++n) {
+        for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+        loops_->store(n, std::memory_order_relaxed);
+      }
+    }
+  }
+  ~BusyProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    munmap(loops_, sizeof(std::atomic<uint64_t>));
+  }
+  // Its loops per second while `during` runs.
+  double rate_during(const std::function<void()>& during) {
+    const uint64_t before = loops_->load();
+    const auto t0 = std::chrono::steady_clock::now();
+    during();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return static_cast<double>(loops_->load() - before) / s;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::atomic<uint64_t>* loops_ = nullptr;
+};
+
 // The same generation through `bonfire serve` with its local worker: the
 // coordinator lowers and routes, the worker runs, one HTTP request in and
-// one WebSocket round trip per step.
+// one WebSocket round trip per step. With --busy, decode again beside a
+// BusyProcess, normally and in background mode.
 struct NetworkFigures {
   double prefill_tps = 0, decode_tps = 0;
+  double busy_decode_tps = 0, background_decode_tps = 0;   // beside the busy process
+  double busy_alone = 0, busy_beside = 0, busy_beside_background = 0;  // its loops/s
 };
 NetworkFigures bench_network(const BenchGenerateOptions& o, const ir::GenerateRequest& req) {
   net::ServeOptions so;
@@ -117,11 +168,26 @@ NetworkFigures bench_network(const BenchGenerateOptions& o, const ir::GenerateRe
   }
   if (!r.contains("tokens")) throw Error(ErrorCode::Internal, "the network run failed: " + r.dump());
   NetworkFigures f;
-  for (int k = 0; k < o.reps; ++k) {
-    r = post_json(server.port(), "/api/v3/generate", body);
-    const json& t = r.at("timings");
-    f.prefill_tps += o.prefill * 1000.0 / t["prefillMs"].get<double>() / o.reps;
-    f.decode_tps += (r["tokens"].size() - 1) * 1000.0 / t["decodeMs"].get<double>() / o.reps;
+  // Mean decode tokens/s over the reps (and the prefill's, into *prefill).
+  const auto measure = [&](double* prefill) {
+    double decode = 0;
+    for (int k = 0; k < o.reps; ++k) {
+      r = post_json(server.port(), "/api/v3/generate", body);
+      const json& t = r.at("timings");
+      if (prefill) *prefill += o.prefill * 1000.0 / t["prefillMs"].get<double>() / o.reps;
+      decode += (r["tokens"].size() - 1) * 1000.0 / t["decodeMs"].get<double>() / o.reps;
+    }
+    return decode;
+  };
+  f.decode_tps = measure(&f.prefill_tps);
+  if (o.busy) {
+    BusyProcess busy;
+    f.busy_alone = busy.rate_during([] { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); });
+    f.busy_beside = busy.rate_during([&] { f.busy_decode_tps = measure(nullptr); });
+    std::string why;
+    if (!set_background(true, &why)) throw Error(ErrorCode::Internal, "bench --busy: " + why);
+    f.busy_beside_background = busy.rate_during([&] { f.background_decode_tps = measure(nullptr); });
+    set_background(false);
   }
   server.stop();
   return f;
@@ -140,6 +206,17 @@ int bench_generate(const BenchGenerateOptions& o) {
   for (int64_t i = 0; i < o.prefill; ++i) req.prompt.push_back(pick(rng));
   req.max_tokens = o.decode + 1;  // the first token comes with the prefill
   req.ignore_eos = true;
+
+  // The first call against steady state, on an 8-token prompt: whatever a
+  // first call pays that later ones do not (lowering, page faults, buffers).
+  ir::GenerateRequest short_req;
+  short_req.prompt.assign(req.prompt.begin(), req.prompt.begin() + std::min<size_t>(8, req.prompt.size()));
+  short_req.max_tokens = 1;
+  const double first_prefill_ms = model->generate(short_req).prefill_ms;
+  std::vector<double> steady;
+  for (int i = 0; i < 5; ++i) steady.push_back(model->generate(short_req).prefill_ms);
+  std::sort(steady.begin(), steady.end());
+  const double steady_prefill_ms = steady[steady.size() / 2];
 
   model->generate(req);  // warm-up: page the weights in, lower the graphs
   double prefill_tps = 0, decode_tps = 0;
@@ -164,7 +241,19 @@ int bench_generate(const BenchGenerateOptions& o) {
     std::printf("%-28s %14.2f %14.2f\n", "bonfire via serve + worker", network.prefill_tps, network.decode_tps);
     std::printf("%-28s %14s %14.3f   (ms per decode step: coordinator, HTTP, WebSocket)\n", "network overhead", "",
                 1000.0 / network.decode_tps - 1000.0 / decode_tps);
+    if (o.busy) {
+      std::printf("%-28s %14s %14.2f   (%.0f%% of quiet; the busy process keeps %.0f%% of its speed)\n",
+                  "  beside a busy process", "", network.busy_decode_tps,
+                  100.0 * network.busy_decode_tps / network.decode_tps,
+                  100.0 * network.busy_beside / network.busy_alone);
+      std::printf("%-28s %14s %14.2f   (%.0f%% of quiet; the busy process keeps %.0f%% of its speed)\n",
+                  "  the same, --background", "", network.background_decode_tps,
+                  100.0 * network.background_decode_tps / network.decode_tps,
+                  100.0 * network.busy_beside_background / network.busy_alone);
+    }
   }
+  std::printf("%-28s %14.2f ms first call, %.2f ms steady (%.2fx)\n", "prefill of 8 tokens", first_prefill_ms,
+              steady_prefill_ms, first_prefill_ms / steady_prefill_ms);
   if (have_ref) {
     std::printf("%-28s %14.2f %14.2f\n", "llama.cpp (libllama 3.21.1)", ref["prefill_tps"].get<double>(),
                 ref["decode_tps"].get<double>());
@@ -179,8 +268,16 @@ int bench_generate(const BenchGenerateOptions& o) {
     json j = {{"model", o.model},
               {"threads", num_threads()},
               {"bonfire", {{"prefill_tps", prefill_tps}, {"decode_tps", decode_tps}}},
-              {"network", o.network ? json{{"prefill_tps", network.prefill_tps}, {"decode_tps", network.decode_tps}}
+              {"network", o.network ? json{{"prefill_tps", network.prefill_tps},
+                                           {"decode_tps", network.decode_tps},
+                                           {"busy_decode_tps", network.busy_decode_tps},
+                                           {"background_decode_tps", network.background_decode_tps},
+                                           {"busy_alone_rate", network.busy_alone},
+                                           {"busy_beside_rate", network.busy_beside},
+                                           {"busy_beside_background_rate", network.busy_beside_background}}
                                     : json()},
+              {"first_prefill8_ms", first_prefill_ms},
+              {"steady_prefill8_ms", steady_prefill_ms},
               {"llama_cpp", ref},
               {"bandwidth_gbps", bandwidth / 1e9},
               {"decode_bytes", bytes},

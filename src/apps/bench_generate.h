@@ -12,6 +12,7 @@ struct BenchGenerateOptions {
   bool reference = true;
   bool json = false;
   bool network = false;           // also through bonfire serve + a worker over loopback
+  bool busy = false;              // network decode again beside a busy process, plain and --background
   std::string reference_script;  // default: scripts/bench_llama_cpp.py beside the build dir
 };
 

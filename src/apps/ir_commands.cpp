@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "apps/cli_util.h"
+#include "apps/compute_options.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/file.h"
+#include "graph/profile.h"
 #include "ir/generation.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
@@ -29,7 +31,7 @@ struct Options {
   int64_t max_tokens = 64, top_k = 0, penalty_window = 64;
   double temperature = 0, top_p = 1, seed = 0, repetition_penalty = 1, presence_penalty = 0;
   std::vector<std::string> stop;
-  bool json_out = false, ignore_eos = false;
+  bool json_out = false, ignore_eos = false, profile = false;
   // perplexity
   std::string text_file;
   int64_t window = 0;
@@ -82,7 +84,9 @@ int generate(const Options& o) {
         std::cout << piece << std::flush;
         return true;
       };
+    set_profiling(o.profile);
     const ir::GenerateResult r = model->generate(req, print);
+    set_profiling(false);
     if (o.json_out) {
       std::cout << r.to_json(path).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
@@ -98,6 +102,7 @@ int generate(const Options& o) {
                     t["decodeTokensPerSecond"].get<double>());
       std::cerr << line;
     }
+    if (o.profile) std::cerr << profile_report();
   });
 }
 
@@ -158,12 +163,17 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   gen->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
   gen->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-sequence token");
   gen->add_flag("--json", o->json_out, "print the /api/v3/generate response JSON");
+  gen->add_flag("--profile", o->profile,
+                "print time per op kind and GB/s per weight product on stderr (prefill and decode apart)");
+  add_compute_options(*gen, true);
 
   auto* ppl = app.add_subcommand("perplexity", "a model's perplexity on a text file, through the lowered graphs");
   ppl->add_option("--model", o->model, "model folder or GGUF file (default: the demo model)");
   ppl->add_option("--file", o->text_file, "the text (UTF-8)")->required();
   ppl->add_option("--ctx", o->window, "tokens per window, each run from a fresh cache (default: min(512, model))");
   ppl->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
+  add_compute_options(*ppl, false);
+  add_int8_everywhere_option(*ppl);
 
   return [o, fh, lw, gen, ppl]() -> int {
     if (*ppl) return perplexity(*o);

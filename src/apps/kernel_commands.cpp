@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "apps/cli_util.h"
+#include "apps/compute_options.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/threads.h"
@@ -25,7 +26,6 @@ namespace {
 
 struct Options {
   std::string package, shapes, attrs = "{}", dtypes, device, case_dir;
-  int threads = 0;
 };
 
 // Inline JSON, or @FILE.
@@ -87,7 +87,6 @@ int select_command(const Options& o) {
 }
 
 int run_command(const Options& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
   int status = 1;
   const int failed = guarded([&] {
     const kernels::Package pkg = kernels::load_package(o.package);
@@ -155,7 +154,7 @@ std::function<int()> add_kernel_commands(CLI::App& app) {
   run->add_option("package", o->package, "the package")->required();
   run->add_option("--case", o->case_dir, "the case directory; outputs go to DIR/out/<role>.bin")->required();
   run->add_option("--device", o->device, "device file (default: the CPU worker, devices/cpu.json)");
-  run->add_option("--threads", o->threads, "worker threads (default: all cores)");
+  add_compute_options(*run, false);
 
   auto* device = kernel->add_subcommand("device", "print a device as packages see it (default: the CPU worker)");
   device->add_option("--device", o->device, "device file");

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/bench_command.h"
+#include "apps/compute_options.h"
 #include "apps/graph_command.h"
 #include "apps/ir_validate_command.h"
 #include "apps/ir_commands.h"
@@ -12,14 +13,12 @@
 #include "apps/kernel_commands.h"
 #include "apps/net_commands.h"
 #include "core/error.h"
-#include "core/threads.h"
 #include "spec/manifest.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"bonfire: serve large language models on lent compute"};
   app.require_subcommand(1);
-  int threads = 0;
-  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  bonfire::add_compute_options(app, true);
 
   auto* ops = app.add_subcommand("ops", "print the op manifest (protocol v3)");
 
@@ -35,7 +34,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--disable-feature", gro.disabled_features, "run as a worker without this feature");
   run->add_flag("--b64", gro.b64, "write output tensors as base64");
-  run->add_option("--threads", threads, "worker threads (default: all cores)");
+  bonfire::add_compute_options(*run, false);
 
   auto* ir = app.add_subcommand("ir", "model IR documents (docs/IR.md)");
   ir->require_subcommand(1);
@@ -48,7 +47,7 @@ int main(int argc, char** argv) {
   auto kernel_command = bonfire::add_kernel_commands(app);
 
   CLI11_PARSE(app, argc, argv);
-  bonfire::set_num_threads(threads);
+  if (!bonfire::apply_compute_options()) return 2;
 
   if (*ops) {
     std::cout << bonfire::spec::ops_manifest_text();

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "apps/cli_util.h"
+#include "apps/compute_options.h"
 #include "core/error.h"
 #include "net/server.h"
 #include "net/worker.h"
@@ -76,6 +77,7 @@ std::function<int()> add_net_commands(CLI::App& app) {
   o->serve.source_web_dir = BONFIRE_SOURCE_DIR "/web";
 #endif
   serve->add_flag("--quiet", o->serve.quiet, "no log lines on stderr");
+  add_compute_options(*serve, true);
 
   auto* worker = app.add_subcommand("worker", "a volunteer worker: joins a coordinator and runs what it is sent");
   worker->add_option("--join", o->worker.join, "the coordinator's URL (http://host:port)")->required();
@@ -90,6 +92,7 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_flag("!--no-fetch", o->worker.fetch_models, "never download models from the coordinator");
   worker->add_flag("!--no-reconnect", o->worker.reconnect, "exit when the coordinator goes away");
   worker->add_flag("--quiet", o->worker.quiet, "no log lines on stderr");
+  add_compute_options(*worker, true);
 
   return [o, serve, worker]() -> int {
     if (*serve)

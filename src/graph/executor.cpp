@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "graph/profile.h"
 
 namespace bonfire {
 
@@ -12,29 +13,64 @@ using json = nlohmann::json;
 
 namespace {
 
+// One node's time for `generate --profile`; a product is labelled by the
+// weight it streams (dtype and shape) and credited with its bytes.
+void profile_node(const GraphNode& node, const OpInputs& in, std::chrono::steady_clock::duration took) {
+  std::string label;
+  double bytes = 0;
+  for (size_t k = 0; k < node.in.size(); ++k) {
+    if (node.in[k].kind != Ref::Weight || !node.op->accepts_packed(static_cast<int>(k))) continue;
+    // A lookup reads the rows it is asked for, not the table.
+    if (node.op->name == "embedding") continue;
+    const Tensor& w = *in[k];
+    label += std::string(label.empty() ? "" : " ") + dtype_name(w.dtype) + " " + shape_str(w.shape);
+    bytes += static_cast<double>(w.nbytes());
+  }
+  profile_record(node.op->name, label, std::chrono::duration<double>(took).count(), bytes);
+}
+
 // f32 buffers handed back when their last reader has run, taken again by
 // later nodes of a similar size. Only buffers nobody else holds come here.
+// Intermediate buffers by size. One pool per thread lives across calls, so a
+// decode step reuses the previous step's buffers instead of asking malloc
+// (and the kernel, for the large ones) again; it keeps at most kCachedBytes
+// between calls.
 class BufferPool {
  public:
+  static constexpr size_t kCachedBytes = size_t{256} << 20;
+
   Tensor take(const Shape& shape) {
     const size_t bytes = bytes_for(shape);
     auto it = free_.lower_bound(bytes);
     if (it != free_.end() && it->first <= 2 * bytes) {
       std::shared_ptr<void> owner = std::move(it->second);
+      held_ -= it->first;
       free_.erase(it);
       return Tensor::view(DType::F32, shape, owner.get(), owner);
     }
     return Tensor::empty(shape);
   }
   void give(Tensor& t) {
-    if (t.dtype == DType::F32 && t.owner && t.owner.use_count() == 1 && t.data == t.owner.get())
-      free_.emplace(bytes_for(t.shape), std::move(t.owner));
+    if (t.dtype == DType::F32 && t.owner && t.owner.use_count() == 1 && t.data == t.owner.get()) {
+      const size_t bytes = bytes_for(t.shape);
+      free_.emplace(bytes, std::move(t.owner));
+      held_ += bytes;
+    }
     t = Tensor();
+  }
+  // Between calls: the largest buffers go first until the pool is under its cap.
+  void trim() {
+    while (held_ > kCachedBytes && !free_.empty()) {
+      auto last = std::prev(free_.end());
+      held_ -= last->first;
+      free_.erase(last);
+    }
   }
 
  private:
   static size_t bytes_for(const Shape& s) { return (std::max<int64_t>(1, shape_numel(s)) * 4 + 63) / 64 * 64; }
   std::multimap<size_t, std::shared_ptr<void>> free_;
+  size_t held_ = 0;
 };
 
 struct Planned {
@@ -154,7 +190,10 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
 
   // Pass 2: run.
   std::vector<Tensor> values(g.nodes.size());
-  BufferPool pool;
+  thread_local BufferPool pool;
+  struct Trim {
+    ~Trim() { pool.trim(); }
+  } trim_on_exit;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     if (limits.deadline_ms > 0 && steady_now_ms() > limits.deadline_ms)
@@ -172,8 +211,11 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       out.dtype = plan[i].out.dtype;
       out.shape = plan[i].out.shape;
     }
+    const bool prof = profiling();
+    const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     try {
       node.op->run(in, plan[i].params, out);
+      if (prof) profile_node(node, in, std::chrono::steady_clock::now() - started);
     } catch (Error& e) {
       if (e.node.empty()) e.node = node.id;
       throw;

@@ -8,10 +8,12 @@
 #include "core/json_parse.h"
 #include "core/file.h"
 #include "graph/executor.h"
+#include "graph/profile.h"
 #include "ir/families/families.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
 #include "ir/validate.h"
+#include "ops/gemm.h"
 
 namespace bonfire::ir {
 
@@ -155,6 +157,7 @@ std::map<std::string, Tensor> LocalModel::run(const Call& call, const std::vecto
     auto it = call.weights.find(name);
     return it != call.weights.end() ? &it->second : weights_.find(name);
   };
+  const Int8Scope int8;  // a generation step: int8 activations where the mode allows
   return run_graph(call.graph, inputs, json{{"pos", pos}, {"step", step}}, lookup, &session, limits_).outputs;
 }
 
@@ -208,8 +211,10 @@ GenerateResult generate_loop(const TextModel& model, const GenerateRequest& req,
   auto detok = tok.stream(true);
   std::string pending;  // text not yet passed to on_token
   auto t0 = std::chrono::steady_clock::now();
+  set_profile_phase("prefill");
   int32_t id = run_step(req.prompt, 0, 0);
   r.prefill_ms = ms_since(t0);
+  set_profile_phase("decode");
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0;; ++i) {
     if (!req.ignore_eos && std::find(model.eos.begin(), model.eos.end(), id) != model.eos.end()) {

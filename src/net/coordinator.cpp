@@ -311,6 +311,7 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     for (const auto& f : h.at("features")) info.features.insert(f.get<std::string>());
     info.limits = h.value("limits", json::object());
     info.threads = h.value("threads", 0);
+    info.background = h.value("background", false);
     info.memory = h.value("memory", int64_t(0));
     info.fetch = h.value("fetch", false);
     info.joined = unix_now();

@@ -30,6 +30,7 @@ struct WorkerInfo {
   std::set<std::string> ops, features;
   json limits;
   int64_t threads = 0;
+  bool background = false;  // lends idle time only (bonfire worker --background)
   int64_t memory = 0;
   bool fetch = false;                        // accepts models over HTTP
   bool local = false;                        // the coordinator's own worker (proved by its secret)

@@ -350,6 +350,7 @@ nlohmann::json Server::workers_json() const {
                    {"features", i.features},
                    {"limits", i.limits},
                    {"threads", i.threads},
+                   {"background", i.background},
                    {"memory", i.memory},
                    {"models", models},
                    {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}}},

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "net/link.h"
 #include "net/model_hash.h"
 #include "net/url.h"
+#include "ops/gemm.h"
 #include "spec/manifest.h"
 
 namespace bonfire::net {
@@ -157,6 +159,8 @@ struct Worker::Impl {
                 {"maxTotalBytes", std::min(l.max_total_bytes, opt.memory)},
                 {"maxFrameBytes", frame_max()}}},
               {"threads", num_threads()},
+              {"background", background()},
+              {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
               {"memory", opt.memory},
               {"fetch", opt.fetch_models},
               {"models", held}};
@@ -220,6 +224,10 @@ struct Worker::Impl {
   }
 
   void lane_loop(Lane& lane) {
+    // The coordinator's generation steps may use int8 activations (ops/gemm.h);
+    // a client's graph call keeps the ops' f32 meaning.
+    std::optional<Int8Scope> int8;
+    if (&lane == &steps) int8.emplace();
     while (true) {
       Message m;
       {
@@ -236,6 +244,7 @@ struct Worker::Impl {
         lane.busy = true;
       }
       const int64_t bytes = tensor_bytes(m);
+      adapt_to_machine_load();  // background mode: threads follow the volunteer's other load
       handle(m);
       queued_bytes -= bytes;
       std::lock_guard<std::mutex> lock(mu);

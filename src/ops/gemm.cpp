@@ -3,10 +3,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "core/threads.h"
+#include "ops/int8_dot.h"
 #include "ops/simd.h"
 
 namespace bonfire {
@@ -28,6 +30,35 @@ void pin_blas_threads() {
 constexpr int64_t kGemvRows = 4;
 constexpr int64_t kTile = 64;  // weight rows per tile
 
+std::atomic<Int8Activations> g_int8{Int8Activations::Decode};
+constexpr uint32_t kInt8Allowed = 1u << 0;  // a thread_flags() bit
+
+// The int8 path: x's rows quantized once (into this thread's reusable
+// buffer), then every weight row dotted with each. False when x holds a
+// non-finite value or the weight has no int8 kernel: the caller goes on in f32.
+bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
+                  const float* bias) {
+  const int64_t N = w.rows, K = w.cols;
+  const Int8Activations mode = g_int8.load(std::memory_order_relaxed);
+  if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off || (mode == Int8Activations::Decode && M >= kGemvRows)) return false;
+  if (!simd::int8_dot_supported(w.dtype) || K % 32 != 0) return false;
+  thread_local std::vector<simd::ActBlock> xq;
+  const int64_t blocks = K / 32;
+  xq.resize(static_cast<size_t>(M * blocks));
+  for (int64_t m = 0; m < M; ++m)
+    if (!simd::quantize_activations(x + m * ldx, K, &xq[m * blocks])) return false;
+  const int64_t stride = row_bytes(w.dtype, K);
+  const simd::ActBlock* q = xq.data();
+  parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* row = w.data + n * stride;
+      for (int64_t m = 0; m < M; ++m)
+        out[m * ldo + n] = simd::dot_int8(w.dtype, row, q + m * blocks, K) + (bias ? bias[n] : 0.0f);
+    }
+  });
+  return true;
+}
+
 void fill_bias(float* out, int64_t M, int64_t ldo, int64_t N, const float* bias) {
   for (int64_t m = 0; m < M; ++m) {
     if (bias)
@@ -38,6 +69,12 @@ void fill_bias(float* out, int64_t M, int64_t ldo, int64_t N, const float* bias)
 }
 
 }  // namespace
+
+void set_int8_activations(Int8Activations mode) { g_int8 = mode; }
+Int8Activations int8_activations() { return g_int8; }
+
+Int8Scope::Int8Scope() : saved_(thread_flags()) { set_thread_flags(saved_ | kInt8Allowed); }
+Int8Scope::~Int8Scope() { set_thread_flags(saved_); }
 
 WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   WeightRows w;
@@ -53,6 +90,7 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
   pin_blas_threads();
   const int64_t N = w.rows, K = w.cols;
   const int64_t stride = row_bytes(w.dtype, K);
+  if (gemm_nt_int8(x, M, ldx, w, out, ldo, bias)) return;
   if (M < kGemvRows) {
     parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {

@@ -27,6 +27,34 @@ inline WeightRows weight_rows(const Tensor& t) { return weight_rows(t, 0, t.rows
 void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
              const float* bias = nullptr);
 
+// Where q8_0 and q4_0 weights meet activations quantized to int8
+// (ops/int8_dot.h) instead of f32. Only inside an Int8Scope: generation
+// steps open one (llama.cpp computes the same way); a client's own graph call
+// does not, so there the ops keep their f32 meaning (ops-v3.json). Within a
+// scope, the mode decides:
+// - Decode (the default): products with fewer than 4 activation rows, the
+//   decode steps, where widening every weight to f32 is the cost. Prefill
+//   keeps f32 tiles through BLAS, as fast on AVX2 and exact.
+// - Off (--exact): never; every product is f32 against the dequantized weight.
+// - All: every product, to measure what int8 activations cost in accuracy
+//   (docs/PERFORMANCE.md's perplexity figures).
+enum class Int8Activations { Off, Decode, All };
+void set_int8_activations(Int8Activations mode);
+Int8Activations int8_activations();
+
+// Lets the products run on this thread (and in its parallel_for chunks)
+// until the scope ends use int8 activations, as the mode permits.
+class Int8Scope {
+ public:
+  Int8Scope();
+  ~Int8Scope();
+  Int8Scope(const Int8Scope&) = delete;
+  Int8Scope& operator=(const Int8Scope&) = delete;
+
+ private:
+  uint32_t saved_;
+};
+
 // out[M, w.cols] = x[M, w.rows] · w (+ bias[w.cols]).
 void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
              const float* bias = nullptr);

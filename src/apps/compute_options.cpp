@@ -1,0 +1,63 @@
+#include "apps/compute_options.h"
+
+#include <climits>
+#include <iostream>
+#include <stdexcept>
+
+#include "core/threads.h"
+#include "ops/gemm.h"
+
+namespace bonfire {
+
+namespace {
+
+constexpr int kNotGiven = INT_MIN;
+int g_threads = kNotGiven;
+bool g_background = false;
+bool g_exact = false;
+bool g_int8_everywhere = false;
+
+}  // namespace
+
+void add_compute_options(CLI::App& cmd, bool background) {
+  cmd.add_option("--threads", g_threads, "compute threads, the caller included (default: all cores)");
+  cmd.add_flag("--exact", g_exact,
+               "f32 activations against quantized weights everywhere (default: int8 in decode steps for q8_0/q4_0)");
+  if (background)
+    cmd.add_flag("--background", g_background,
+                 "lend only idle time: lowest scheduling priority, and fewer threads while the machine's "
+                 "other load is high (adapts before each step)");
+}
+
+void add_int8_everywhere_option(CLI::App& cmd) {
+  cmd.add_flag("--int8-everywhere", g_int8_everywhere,
+               "int8 activations in prefill too (measures their accuracy; default: decode steps only)");
+}
+
+bool apply_compute_options() {
+  if (g_exact && g_int8_everywhere) {
+    std::cerr << "bonfire: --exact and --int8-everywhere contradict each other\n";
+    return false;
+  }
+  set_int8_activations(g_exact ? Int8Activations::Off
+                               : g_int8_everywhere ? Int8Activations::All : Int8Activations::Decode);
+  int threads = 0;
+  if (g_threads != kNotGiven) {
+    try {
+      std::string warning;
+      threads = checked_thread_count(g_threads, &warning);
+      if (!warning.empty()) std::cerr << "bonfire: " << warning << "\n";
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "bonfire: " << e.what() << "\n";
+      return false;
+    }
+  }
+  set_num_threads(threads);
+  if (g_background) {
+    std::string why;
+    if (!set_background(true, &why)) std::cerr << "bonfire: --background ignored: " << why << "\n";
+  }
+  return true;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,168 @@
+// Highway compiles this file once per instruction-set target (see simd.cpp).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/int8_dot.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
+#include "ops/int8_dot.h"
+
+#include <cmath>
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace bonfire::simd {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define BONFIRE_INT8_AVX2 1
+#endif
+
+#ifdef BONFIRE_INT8_AVX2
+
+HWY_INLINE float HalfScale(uint16_t h) { return _cvtsh_ss(h); }
+
+// Sum of the 32 products of signed bytes w and x, as 8 int32 lanes turned to
+// f32. maddubs multiplies unsigned by signed bytes, so w's sign moves onto x
+// first; no pair sum can saturate (|w| <= 128, |x| <= 127 → 32,512).
+HWY_INLINE __m256 DotBytes(__m256i w, __m256i x) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  const __m256i sx = _mm256_sign_epi8(x, w);
+  const __m256i pairs = _mm256_maddubs_epi16(aw, sx);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+HWY_INLINE float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// q4_0's 16 bytes → 32 signed values: low nibbles are elements 0..15, high
+// nibbles 16..31, each minus 8.
+HWY_INLINE __m256i UnpackQ4(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0f);
+  const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+  return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+float DotQ8(const BlockQ8_0* w, const ActBlock* x, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m256 p0 = DotBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs)),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)));
+    const __m256 p1 = DotBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i + 1].qs)),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + 1].qs)));
+    acc0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(HalfScale(w[i].d) * x[i].d), acc0);
+    acc1 = _mm256_fmadd_ps(p1, _mm256_set1_ps(HalfScale(w[i + 1].d) * x[i + 1].d), acc1);
+  }
+  if (i < nb) {
+    const __m256 p = DotBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs)),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)));
+    acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(HalfScale(w[i].d) * x[i].d), acc0);
+  }
+  return HorizontalSum(_mm256_add_ps(acc0, acc1));
+}
+
+float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m256 p0 = DotBytes(UnpackQ4(w[i].qs), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)));
+    const __m256 p1 =
+        DotBytes(UnpackQ4(w[i + 1].qs), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + 1].qs)));
+    acc0 = _mm256_fmadd_ps(p0, _mm256_set1_ps(HalfScale(w[i].d) * x[i].d), acc0);
+    acc1 = _mm256_fmadd_ps(p1, _mm256_set1_ps(HalfScale(w[i + 1].d) * x[i + 1].d), acc1);
+  }
+  if (i < nb) {
+    const __m256 p = DotBytes(UnpackQ4(w[i].qs), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)));
+    acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(HalfScale(w[i].d) * x[i].d), acc0);
+  }
+  return HorizontalSum(_mm256_add_ps(acc0, acc1));
+}
+
+#else  // portable: the same integer sums, one block at a time
+
+float DotQ8(const BlockQ8_0* w, const ActBlock* x, int64_t nb) {
+  float acc = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += int32_t(w[i].qs[j]) * int32_t(x[i].qs[j]);
+    acc += static_cast<float>(s) * (f16_to_f32(w[i].d) * x[i].d);
+  }
+  return acc;
+}
+
+float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
+  float acc = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) {
+      s += (int32_t(w[i].qs[j] & 0x0f) - 8) * int32_t(x[i].qs[j]);
+      s += (int32_t(w[i].qs[j] >> 4) - 8) * int32_t(x[i].qs[j + 16]);
+    }
+    acc += static_cast<float>(s) * (f16_to_f32(w[i].d) * x[i].d);
+  }
+  return acc;
+}
+
+#endif
+
+float DotInt8(DType t, const void* row, const ActBlock* x, int64_t n) {
+  if (t == DType::Q8_0) return DotQ8(static_cast<const BlockQ8_0*>(row), x, n / 32);
+  return DotQ4(static_cast<const BlockQ4_0*>(row), x, n / 32);
+}
+
+// Which code DotInt8 runs on this target: the dispatch test checks that a
+// forced target runs its own code.
+const char* Int8Path() {
+#ifdef BONFIRE_INT8_AVX2
+  return "avx2";
+#else
+  return "portable";
+#endif
+}
+
+#undef BONFIRE_INT8_AVX2
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bonfire::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace bonfire::simd {
+HWY_EXPORT(DotInt8);
+HWY_EXPORT(Int8Path);
+
+bool int8_dot_supported(DType weight) { return weight == DType::Q8_0 || weight == DType::Q4_0; }
+
+bool quantize_activations(const float* x, int64_t n, ActBlock* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0;
+    bool finite = true;
+    for (int j = 0; j < 32; ++j) {
+      finite &= std::isfinite(xb[j]);
+      amax = std::fmax(amax, std::fabs(xb[j]));
+    }
+    if (!finite) return false;
+    const float d = amax / 127.0f;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::lround(xb[j] * id));
+  }
+  return true;
+}
+
+float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotInt8)(weight, row, x, n);
+}
+
+const char* int8_dot_path() { return HWY_DYNAMIC_DISPATCH(Int8Path)(); }
+}  // namespace bonfire::simd
+#endif

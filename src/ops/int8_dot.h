@@ -1,0 +1,44 @@
+// Weight rows against activations quantized to int8, the way llama.cpp runs
+// its q8_0 and q4_0 matrix-vector products: one integer multiply-add per pair
+// of bytes instead of widening every weight to f32. The activation row is
+// quantized once per product (per 32 values: scale = max|x| / 127, values
+// rounded to nearest), then every weight row is dotted with it.
+//
+// The instruction set is chosen at run time (Highway's dispatch, like
+// ops/simd.h): AVX2's byte multiply-add where the CPU has it (also on the
+// AVX-512 targets, which include AVX2), portable integer code elsewhere.
+// Every target computes the same integer sums, so results agree across
+// targets up to the order of the float accumulation.
+//
+// Accuracy: the activations lose what int8 cannot hold (about 0.4% of a
+// block's largest value per element). ops/precision.h switches this path off
+// (--exact); docs/PERFORMANCE.md has the perplexity figures.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace bonfire::simd {
+
+// One quantized block of 32 activations. The scale stays f32 (ggml keeps an
+// f16 one): it costs nothing here and keeps the error to the rounding.
+struct ActBlock {
+  float d;
+  int8_t qs[32];
+};
+
+// True for the weight formats dot_int8 handles.
+bool int8_dot_supported(DType weight);
+
+// x[n] → n / 32 blocks (n a multiple of 32). False, with `out` unusable,
+// when x holds a NaN or an infinity: int8 cannot carry them, so the caller
+// takes the f32 path and the non-finite value propagates as it should.
+bool quantize_activations(const float* x, int64_t n, ActBlock* out);
+
+// Dot of one weight row (q8_0 or q4_0, n values) with quantized activations.
+float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n);
+
+// "avx2" or "portable": the code dot_int8 runs on the target chosen now.
+const char* int8_dot_path();
+
+}  // namespace bonfire::simd

@@ -1,0 +1,189 @@
+// ops/int8_dot.h and the run-time dispatch of ops/simd.h: every target this
+// machine supports is forced in turn (Highway's SetSupportedTargetsForTest),
+// runs its own code, and computes the integer sums the definition gives; the
+// int8 path stays within int8 rounding of the f32 path; a target the CPU
+// lacks is never offered.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/gemm.h"
+#include "ops/int8_dot.h"
+#include "ops/simd.h"
+
+namespace bonfire {
+namespace {
+
+struct Case {
+  DType t;
+  int64_t n;
+};
+
+std::vector<float> random_values(int64_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// The definition, in int64 and double: per block, (sum of integer products)
+// times the weight's and the activation's scales.
+double reference_int8_dot(DType t, const std::vector<uint8_t>& row, const std::vector<simd::ActBlock>& x,
+                          int64_t n) {
+  double total = 0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int64_t s = 0;
+    float dw;
+    if (t == DType::Q8_0) {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row.data())[b];
+      dw = f16_to_f32(blk.d);
+      for (int j = 0; j < 32; ++j) s += int64_t(blk.qs[j]) * x[b].qs[j];
+    } else {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(row.data())[b];
+      dw = f16_to_f32(blk.d);
+      for (int j = 0; j < 16; ++j) {
+        s += (int64_t(blk.qs[j] & 15) - 8) * x[b].qs[j];
+        s += (int64_t(blk.qs[j] >> 4) - 8) * x[b].qs[j + 16];
+      }
+    }
+    total += double(s) * double(dw) * double(x[b].d);
+  }
+  return total;
+}
+
+std::string target_name(int64_t target) { return hwy::TargetName(target); }
+
+bool is_avx2_or_better(int64_t target) {
+  return target == HWY_AVX2 || target == HWY_AVX3 || target == HWY_AVX3_DL;
+}
+
+class ForEachTarget : public ::testing::Test {
+ protected:
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+};
+
+TEST_F(ForEachTarget, OnlyTargetsTheCpuHasAreOffered) {
+  const int64_t supported = hwy::SupportedTargets();
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t t : targets) EXPECT_TRUE(supported & t) << target_name(t) << " offered but not supported";
+}
+
+TEST_F(ForEachTarget, Int8DotIsTheIntegerSumOnEveryTarget) {
+  std::mt19937 rng(7);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string path = simd::int8_dot_path();
+    EXPECT_EQ(path, is_avx2_or_better(target) ? "avx2" : "portable") << target_name(target);
+    for (const Case c : {Case{DType::Q8_0, 32}, Case{DType::Q8_0, 96}, Case{DType::Q8_0, 2048},
+                         Case{DType::Q4_0, 32}, Case{DType::Q4_0, 160}, Case{DType::Q4_0, 2048}}) {
+      const auto w = random_values(c.n, rng, 0.05f);
+      const auto x = random_values(c.n, rng, 2.0f);
+      std::vector<uint8_t> row(row_bytes(c.t, c.n));
+      quantize_row(c.t, w.data(), row.data(), c.n);
+      std::vector<simd::ActBlock> xq(c.n / 32);
+      ASSERT_TRUE(simd::quantize_activations(x.data(), c.n, xq.data()));
+      const double want = reference_int8_dot(c.t, row, xq, c.n);
+      const float got = simd::dot_int8(c.t, row.data(), xq.data(), c.n);
+      EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want)))
+          << target_name(target) << " " << dtype_name(c.t) << " n=" << c.n;
+    }
+  }
+}
+
+TEST_F(ForEachTarget, ExtremeBytesDoNotSaturate) {
+  // q8_0 weights of -128 (a file may hold them) against activations of ±127.
+  std::vector<uint8_t> row(row_bytes(DType::Q8_0, 64));
+  auto* b = reinterpret_cast<BlockQ8_0*>(row.data());
+  std::vector<simd::ActBlock> xq(2);
+  for (int k = 0; k < 2; ++k) {
+    b[k].d = f32_to_f16(1.0f);
+    xq[k].d = 1.0f;
+    for (int j = 0; j < 32; ++j) {
+      b[k].qs[j] = k == 0 ? -128 : 127;
+      xq[k].qs[j] = k == 0 ? -127 : 127;
+    }
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    EXPECT_FLOAT_EQ(simd::dot_int8(DType::Q8_0, row.data(), xq.data(), 64), 32 * 128 * 127 + 32 * 127 * 127)
+        << target_name(target);
+  }
+}
+
+TEST_F(ForEachTarget, F32PathRowsAgreeOnEveryTarget) {
+  // dot_row and dequantize_row (ops/simd.h) against the scalar dequantizer.
+  std::mt19937 rng(11);
+  const int64_t n = 512;
+  const auto x = random_values(n, rng, 1.0f);
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0}) {
+    const auto w = random_values(n, rng, 0.1f);
+    std::vector<uint8_t> row(row_bytes(t, n));
+    quantize_row(t, w.data(), row.data(), n);
+    std::vector<float> deq(n);
+    dequantize_row(t, row.data(), deq.data(), n);
+    double want = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      want += double(deq[i]) * x[i];
+      mag += std::fabs(double(deq[i]) * x[i]);
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      EXPECT_NEAR(simd::dot_row(t, row.data(), x.data(), n), want, 1e-5 * mag)
+          << target_name(target) << " " << dtype_name(t);
+      std::vector<float> got(n);
+      simd::dequantize_row(t, row.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], deq[i]) << target_name(target) << " " << dtype_name(t);
+    }
+  }
+}
+
+TEST(Int8Activations, NonFiniteActivationsAreRefused) {
+  std::vector<float> x(64, 1.0f);
+  std::vector<simd::ActBlock> xq(2);
+  EXPECT_TRUE(simd::quantize_activations(x.data(), 64, xq.data()));
+  x[40] = NAN;
+  EXPECT_FALSE(simd::quantize_activations(x.data(), 64, xq.data()));
+  x[40] = INFINITY;
+  EXPECT_FALSE(simd::quantize_activations(x.data(), 64, xq.data()));
+}
+
+TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
+  std::mt19937 rng(3);
+  const int64_t K = 1024, N = 96;
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    const auto wf = random_values(N * K, rng, 0.05f);
+    std::vector<uint8_t> w(row_bytes(t, K) * N);
+    for (int64_t r = 0; r < N; ++r) quantize_row(t, &wf[r * K], &w[r * row_bytes(t, K)], K);
+    WeightRows rows{t, w.data(), N, K};
+    auto x = random_values(2 * K, rng, 1.0f);
+    std::vector<float> exact(2 * N), int8(2 * N);
+    set_int8_activations(Int8Activations::Off);
+    gemm_nt(x.data(), 2, K, rows, exact.data(), N);
+    set_int8_activations(Int8Activations::Decode);
+    gemm_nt(x.data(), 2, K, rows, int8.data(), N);
+    EXPECT_EQ(int8, exact) << "outside an Int8Scope the ops keep f32 activations";
+    const Int8Scope scope;
+    gemm_nt(x.data(), 2, K, rows, int8.data(), N);
+    double err = 0, mag = 0;
+    for (int64_t i = 0; i < 2 * N; ++i) {
+      err += std::fabs(int8[i] - exact[i]);
+      mag += std::fabs(exact[i]);
+    }
+    EXPECT_GT(err, 0) << "the int8 path did not run for " << dtype_name(t);
+    EXPECT_LT(err / mag, 0.01) << dtype_name(t);
+    x[5] = NAN;
+    gemm_nt(x.data(), 2, K, rows, int8.data(), N);
+    for (int64_t n = 0; n < N; ++n) ASSERT_TRUE(std::isnan(int8[n])) << "row 0 must carry the NaN";
+    for (int64_t n = 0; n < N; ++n) ASSERT_FALSE(std::isnan(int8[N + n]));
+  }
+  set_int8_activations(Int8Activations::Decode);
+}
+
+}  // namespace
+}  // namespace bonfire
