@@ -165,7 +165,7 @@ TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
     std::vector<float> exact(2 * N), int8(2 * N);
     set_int8_activations(Int8Activations::Off);
     gemm_nt(x.data(), 2, K, rows, exact.data(), N);
-    set_int8_activations(Int8Activations::Decode);
+    set_int8_activations(Int8Activations::Small);
     gemm_nt(x.data(), 2, K, rows, int8.data(), N);
     EXPECT_EQ(int8, exact) << "outside an Int8Scope the ops keep f32 activations";
     const Int8Scope scope;
@@ -182,7 +182,7 @@ TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
     for (int64_t n = 0; n < N; ++n) ASSERT_TRUE(std::isnan(int8[n])) << "row 0 must carry the NaN";
     for (int64_t n = 0; n < N; ++n) ASSERT_FALSE(std::isnan(int8[N + n]));
   }
-  set_int8_activations(Int8Activations::Decode);
+  set_int8_activations(Int8Activations::Small);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ bool g_int8_everywhere = false;
 void add_compute_options(CLI::App& cmd, bool background) {
   cmd.add_option("--threads", g_threads, "compute threads, the caller included (default: all cores)");
   cmd.add_flag("--exact", g_exact,
-               "f32 activations against quantized weights everywhere (default: int8 in decode steps for q8_0/q4_0)");
+               "f32 activations against quantized weights everywhere (default: int8 for q8_0/q4_0 products of < 16 rows in generation steps)");
   if (background)
     cmd.add_flag("--background", g_background,
                  "lend only idle time: lowest scheduling priority, and fewer threads while the machine's "
@@ -31,7 +31,7 @@ void add_compute_options(CLI::App& cmd, bool background) {
 
 void add_int8_everywhere_option(CLI::App& cmd) {
   cmd.add_flag("--int8-everywhere", g_int8_everywhere,
-               "int8 activations in prefill too (measures their accuracy; default: decode steps only)");
+               "int8 activations in prefill too (measures their accuracy; default: products of < 16 rows only)");
 }
 
 bool apply_compute_options() {
@@ -40,7 +40,7 @@ bool apply_compute_options() {
     return false;
   }
   set_int8_activations(g_exact ? Int8Activations::Off
-                               : g_int8_everywhere ? Int8Activations::All : Int8Activations::Decode);
+                               : g_int8_everywhere ? Int8Activations::All : Int8Activations::Small);
   int threads = 0;
   if (g_threads != kNotGiven) {
     try {

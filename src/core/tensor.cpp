@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -30,8 +33,23 @@ Tensor Tensor::empty(const Shape& shape) {
 }
 
 Tensor Tensor::zeros(const Shape& shape) {
+  const size_t bytes = std::max<int64_t>(1, shape_numel(shape)) * sizeof(float);
+  constexpr size_t kLazyZeroBytes = size_t{1} << 20;
+  if (bytes >= kLazyZeroBytes) {
+    // Fresh pages from the kernel read as zero and cost nothing until
+    // written: a session's KV cache (hundreds of MB at a long context) is
+    // mostly never touched by a short generation, and memset would fault in
+    // every page of it before the first token.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    Tensor t;
+    t.shape = shape;
+    t.data = p;
+    t.owner = std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+    return t;
+  }
   Tensor t = empty(shape);
-  std::memset(t.data, 0, shape_numel(shape) * sizeof(float));
+  std::memset(t.data, 0, bytes);
   return t;
 }
 

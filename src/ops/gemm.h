@@ -32,13 +32,14 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
 // steps open one (llama.cpp computes the same way); a client's own graph call
 // does not, so there the ops keep their f32 meaning (ops-v3.json). Within a
 // scope, the mode decides:
-// - Decode (the default): products with fewer than 4 activation rows, the
-//   decode steps, where widening every weight to f32 is the cost. Prefill
-//   keeps f32 tiles through BLAS, as fast on AVX2 and exact.
+// - Small (the default): products with fewer than 16 activation rows (decode
+//   steps, short prompts), where streaming the weight and widening every
+//   value to f32 is the cost. Longer prefills keep f32 tiles through BLAS, as
+//   fast on AVX2 and exact.
 // - Off (--exact): never; every product is f32 against the dequantized weight.
 // - All: every product, to measure what int8 activations cost in accuracy
 //   (docs/PERFORMANCE.md's perplexity figures).
-enum class Int8Activations { Off, Decode, All };
+enum class Int8Activations { Off, Small, All };
 void set_int8_activations(Int8Activations mode);
 Int8Activations int8_activations();
 

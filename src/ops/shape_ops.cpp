@@ -165,7 +165,9 @@ Shape infer_zeros(const std::vector<TensorDesc>&, const Params& p) {
 }
 
 void run_zeros(const OpInputs&, const Params&, Tensor& out) {
-  std::memset(out.data, 0, out.numel() * sizeof(float));
+  // Tensor::zeros gives large tensors lazily zeroed pages (a session's KV
+  // cache), which beats clearing the executor's buffer.
+  out = Tensor::zeros(out.shape);
 }
 
 // --- causal_mask -------------------------------------------------------------
