@@ -143,6 +143,28 @@ TEST(GenerateCli, FoldersOwnIrWins) {
   fs::remove_all(dir);
 }
 
+TEST(GenerateCli, ThreadCountsAreCheckedAndThreadsDoNotChangeTheTokens) {
+  // --threads 0 or negative: a message naming the flag, exit 2, nothing run.
+  for (const std::string bad : {"0", "-3"}) {
+    auto [out, st] = run_command(kBin + " generate --model '" + llama_hf().string() +
+                                 "' --tokens 1,2,3 --max-tokens 2 --threads " + bad + " 2>&1");
+    EXPECT_EQ(st, 2) << bad;
+    EXPECT_NE(out.find("--threads must be at least 1"), std::string::npos) << out;
+  }
+  // More than the cores: lowered with a warning, and the run goes on; the
+  // same tokens on 1 thread, all cores and (background) lowest priority.
+  auto [warned, st] = run_command(kBin + " generate --model '" + llama_hf().string() +
+                                  "' --tokens 1,2,3 --max-tokens 6 --json --threads 100000 2>&1 >/dev/null");
+  EXPECT_EQ(st, 0);
+  EXPECT_NE(warned.find("--threads 100000 is more than the"), std::string::npos) << warned;
+  const json one = generate(llama_hf().string(), "--tokens 1,2,3 --max-tokens 6 --threads 1");
+  const json all = generate(llama_hf().string(), "--tokens 1,2,3 --max-tokens 6");
+  const json bg = generate(llama_hf().string(), "--tokens 1,2,3 --max-tokens 6 --background");
+  ASSERT_TRUE(one.contains("tokens")) << one.dump();
+  EXPECT_EQ(one["tokens"], all["tokens"]);
+  EXPECT_EQ(one["tokens"], bg["tokens"]);
+}
+
 TEST(IrLowerCli, DecodeIsOneGraphWithCachesInTheSession) {
   auto [doc, st] = run_command(kBin + " ir from-hf '" + llama_hf().string() + "' > /tmp/bonfire_llama_ir_" +
                                std::to_string(::getpid()) + ".json");

@@ -137,6 +137,12 @@ TEST(Threads, ThreadCountIsChecked) {
   EXPECT_NE(warning.find("more than the " + std::to_string(cores) + " cores"), std::string::npos) << warning;
 }
 
+TEST(Threads, MachineLoadThatCannotBeReadSaysSo) {
+  MachineLoad load("/nonexistent-proc");
+  EXPECT_FALSE(load.readable());
+  EXPECT_FALSE(load.other_busy_cores().has_value());
+}
+
 TEST(Threads, MachineLoadIsReadOnLinux) {
   MachineLoad load;
   ASSERT_TRUE(load.readable());

@@ -8,8 +8,8 @@
 
 namespace bonfire {
 
-std::optional<MachineLoad::Sample> MachineLoad::read() {
-  std::ifstream stat("/proc/stat");
+std::optional<MachineLoad::Sample> MachineLoad::read() const {
+  std::ifstream stat(proc_ + "/stat");
   std::string line;
   Sample s;
   int cpus = 0;
@@ -32,7 +32,7 @@ std::optional<MachineLoad::Sample> MachineLoad::read() {
   if (!have_total || cpus == 0) return std::nullopt;
   // Per-CPU ticks: the aggregate line sums every CPU's.
   s.total /= cpus;
-  std::ifstream self("/proc/self/stat");
+  std::ifstream self(proc_ + "/self/stat");
   std::string text((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
   // Fields after the command (which may hold spaces) start after the last ')'.
   const size_t close = text.rfind(')');

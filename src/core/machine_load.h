@@ -3,11 +3,15 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace bonfire {
 
 class MachineLoad {
  public:
+  // `proc`: where procfs is mounted (tests point it elsewhere).
+  explicit MachineLoad(std::string proc = "/proc") : proc_(std::move(proc)) {}
+
   // False when /proc/stat or /proc/self/stat cannot be read or parsed.
   bool readable() const;
   // Cores' worth of CPU time other processes used since the previous call
@@ -19,7 +23,8 @@ class MachineLoad {
   struct Sample {
     uint64_t busy = 0, total = 0, self = 0;  // clock ticks
   };
-  static std::optional<Sample> read();
+  std::optional<Sample> read() const;
+  std::string proc_;
   Sample last_{};
 };
 
