@@ -3,7 +3,7 @@
 // once a worker that has it joins; basic graphs run anywhere; bad graphs,
 // malformed JSON and oversized bodies are refused with the protocol's codes;
 // sessions live on one worker, are freed by DELETE, and are reported lost
-// when their worker goes.
+// when their worker goes. A worker's --threads and --background are shown.
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -124,8 +124,13 @@ await main('features', async () => {
   log('session: allocated, written, kept through a refused call, freed, then not found');
 
   // A full worker joins: the softcap call now runs, on it.
-  const full = startWorker(serve.url, ['--id', 'full']);
+  // It lends idle time only, on one thread: the coordinator shows both.
+  const full = startWorker(serve.url, ['--id', 'full', '--threads', '1', '--background']);
   await waitFor(async () => (await workers(serve.url)).length === 2, 30000, 'worker full');
+  const fullInfo = (await workers(serve.url)).find((w) => w.id === 'full');
+  check(fullInfo.threads === 1 && fullInfo.background === true,
+        `worker full announced threads ${fullInfo.threads}, background ${fullInfo.background}`);
+  check((await workers(serve.url)).find((w) => w.id === 'nosoft').background === false, 'nosoft is not in background');
   const wantSoft = localRun(softcapGraph, dir);
   const s1 = await ran(serve, softcapGraph, 'softcap with worker full');
   check(s1.worker === 'full', `the softcap call ran on ${s1.worker}, which lacks the feature`);
