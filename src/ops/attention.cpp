@@ -206,9 +206,10 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
           float* sc = &score[b * kKeyTile];
           RowState& r = st[b];
           float tile_max = kNegInf;
+          simd::dot_rows(qr, kh + s0 * KV * D, KV * D, n, D, sc);
           for (int64_t i = 0; i < n; ++i) {
             const int64_t s = s0 + i;
-            float x = simd::dot_f32(qr, kh + s * KV * D, D) * c.scale;
+            float x = sc[i] * c.scale;
             if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
             // ALiBi relative to the query: BLOOM's slope*s shifted per row.
             if (slope != 0.0f) x += slope * (float)(s - pos);
@@ -231,11 +232,8 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
             r.sum += sc[i];
           }
         }
-        for (int64_t i = 0; i < n; ++i) {
-          const float* vr = vh + (s0 + i) * KV * Dv;
-          for (int64_t b = 0; b < hb; ++b)
-            if (score[b * kKeyTile + i] != 0.0f) simd::axpy_f32(score[b * kKeyTile + i], vr, st[b].acc, Dv);
-        }
+        for (int64_t b = 0; b < hb; ++b)
+          simd::weighted_rows(&score[b * kKeyTile], vh + s0 * KV * Dv, KV * Dv, n, Dv, st[b].acc);
       }
       for (int64_t b = 0; b < hb; ++b) {
         const RowState& r = st[b];

@@ -47,6 +47,15 @@ void ScaleF32(float a, float* y, int64_t n) {
   for (; i < n; ++i) y[i] *= a;
 }
 
+void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = DotF32(q, k + i * stride, d);
+}
+
+void WeightedRows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc) {
+  for (int64_t i = 0; i < n; ++i)
+    if (w[i] != 0.0f) AxpyF32(w[i], v + i * stride, acc, d);
+}
+
 // f16/bf16 rows: widen a vector at a time.
 template <typename T>
 float DotHalf(const T* w, const float* x, int64_t n) {
@@ -214,12 +223,20 @@ namespace bonfire::simd {
 HWY_EXPORT(DotF32);
 HWY_EXPORT(AxpyF32);
 HWY_EXPORT(ScaleF32);
+HWY_EXPORT(DotRows);
+HWY_EXPORT(WeightedRows);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(DequantRow);
 
 float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
 void scale_f32(float a, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, y, n); }
+void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
+  HWY_DYNAMIC_DISPATCH(DotRows)(q, k, stride, n, d, out);
+}
+void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc) {
+  HWY_DYNAMIC_DISPATCH(WeightedRows)(w, v, stride, n, d, acc);
+}
 void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(DequantRow)(t, row, out, n); }
 float dot_row(DType t, const void* row, const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);

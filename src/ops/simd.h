@@ -13,6 +13,12 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y *= a
 void scale_f32(float a, float* y, int64_t n);
+// out[i] = dot(q, k + i * stride, d) for i < n: one dispatch for a tile of
+// attention keys instead of one per key.
+void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out);
+// acc[0, d) += sum over i < n of w[i] * v[i * stride, + d): a tile of
+// attention values weighted by their probabilities (w[i] == 0 skipped).
+void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc);
 // Dot of an f32 vector with a row stored as `t` (n a multiple of its block).
 float dot_row(DType t, const void* row, const float* x, int64_t n);
 // A row of `t` to f32, vectorized for f16, bf16 and q8_0 (same values as
