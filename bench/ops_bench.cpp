@@ -1,14 +1,17 @@
 // Decode-shaped kernel throughput beside the machine's own read bandwidth,
 // measured in the same process: a 1-row matmul against a packed weight is
 // bound by how fast the weight streams from memory, so the honest reference
-// is a plain sum over the same number of bytes.
+// is a plain sum over the same number of bytes. q8_0 and q4_0 run twice:
+// with f32 activations and with int8 ones (generation steps' default).
 //
-//   build/ops_bench [--threads N]
+//   build/ops_bench [--threads N] [--only q8_0] [--cpu-time]
 #include "core/bandwidth.h"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,15 +26,25 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Best-of-N time of fn, after one warm-up call.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Best-of-N time of fn, after one warm-up call. With --cpu-time, this
+// thread's CPU time instead of the wall clock: with --threads 1 it measures
+// the kernel's own cost on a machine busy with other work.
+bool g_cpu_time = false;
 template <typename F>
 double best_time(F fn, int reps) {
   fn();
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
     const auto t = Clock::now();
+    const double c = thread_cpu_seconds();
     fn();
-    best = std::min(best, seconds_since(t));
+    best = std::min(best, g_cpu_time ? thread_cpu_seconds() - c : seconds_since(t));
   }
   return best;
 }
@@ -45,6 +58,8 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[i + 1]);
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
   }
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--cpu-time") g_cpu_time = true;
   set_num_threads(threads);
   // TinyLlama's feed-forward: [5632, 2048] weights, three per layer.
   const int64_t N = 5632, K = 2048;
@@ -57,7 +72,7 @@ int main(int argc, char** argv) {
 
   const double bw = measure_read_bandwidth();
   std::printf("threads %d, read bandwidth %.1f GB/s (the reference)\n", num_threads(), bw / 1e9);
-  std::printf("%-6s %12s %10s %10s %12s\n", "dtype", "weight MB", "us/call", "GB/s", "of bandwidth");
+  std::printf("%-10s %8s %10s %10s %12s\n", "dtype", "weight MB", "us/call", "GB/s", "of bandwidth");
 
   // Many copies so the weight does not sit in cache between calls.
   const int copies = 24;
@@ -67,17 +82,25 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> packed(copies, std::vector<uint8_t>(N * rb));
     for (auto& p : packed)
       for (int64_t r = 0; r < N; ++r) quantize_row(t, &w[r * K], p.data() + r * rb, K);
-    int which = 0;
-    const double sec = best_time(
-        [&] {
-          WeightRows wr{t, packed[which].data(), N, K};
-          gemm_nt(x.data(), 1, K, wr, y.data(), N);
-          which = (which + 1) % copies;
-        },
-        copies * 2);
-    const double bytes = (double)N * rb;
-    std::printf("%-6s %12.1f %10.1f %10.1f %11.0f%%\n", dtype_name(t), bytes / 1e6, sec * 1e6, bytes / sec / 1e9,
-                100 * bytes / sec / bw);
+    // f32 activations (--exact, and a client's graph call), then int8 ones
+    // where the format has them (generation steps: ops/gemm.h).
+    for (const bool int8 : {false, true}) {
+      if (int8 && t != DType::Q8_0 && t != DType::Q4_0) continue;
+      std::optional<Int8Scope> scope;
+      if (int8) scope.emplace();
+      int which = 0;
+      const double sec = best_time(
+          [&] {
+            WeightRows wr{t, packed[which].data(), N, K};
+            gemm_nt(x.data(), 1, K, wr, y.data(), N);
+            which = (which + 1) % copies;
+          },
+          copies * 2);
+      const double bytes = (double)N * rb;
+      const std::string name = std::string(dtype_name(t)) + (int8 ? " int8" : "");
+      std::printf("%-10s %8.1f %10.1f %10.1f %11.0f%%\n", name.c_str(), bytes / 1e6, sec * 1e6, bytes / sec / 1e9,
+                  100 * bytes / sec / bw);
+    }
   }
   return 0;
 }
