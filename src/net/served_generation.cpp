@@ -1,5 +1,6 @@
 // ServedModel::generate: one generation as a pipeline of stages on workers,
 // with failover (see served_model.h).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -33,6 +34,7 @@ class PipelineRun {
       try {
         if (rebuild) replay();
         const int32_t t = run_once(tokens, pos, step);
+        if (trace_ && step > 0) ++trace_->decode_steps;
         fed_.insert(fed_.end(), tokens.begin(), tokens.end());
         return t;
       } catch (const Error& e) {
@@ -139,6 +141,9 @@ class PipelineRun {
       for (auto& [name, t] : carry) msg.tensors["in:" + name] = t;
       calling_ = s.worker;
       Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s, CallKind::Step, &g->outputs);
+      if (trace_ && step > 0)
+        if (const auto ms = reply.header.find("ms"); ms != reply.header.end() && ms->is_number())
+          trace_->decode_worker_ms += std::max(0.0, ms->get<double>());  // a worker's own report
       if (!g->key.empty()) s.worker->note_graph(g->key);
       if (si + 1 < stages_.size()) {
         carry.clear();

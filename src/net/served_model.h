@@ -35,6 +35,10 @@ struct GenerationTrace {
   int failovers = 0;
   std::vector<std::string> stage_workers;  // final placement, "w1:0-11"
   double first_token_ms = 0;
+  // Decode steps, and the time the workers report running them (their reply's
+  // `ms`): the rest of the decode time is what the network path adds.
+  int64_t decode_steps = 0;
+  double decode_worker_ms = 0;
 };
 
 class ServedModel {

@@ -70,6 +70,10 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     json out = r.to_json(model->id());
     out["workers"] = trace.stage_workers;
     out["failovers"] = trace.failovers;
+    // What the network path adds to each decode step: the decode time less
+    // the workers' own time running the steps (docs/PERFORMANCE.md).
+    if (trace.decode_steps > 0)
+      out["timings"]["overheadMsPerStep"] = (r.decode_ms - trace.decode_worker_ms) / trace.decode_steps;
     return out;
   };
   // Every token is counted as it comes (GET /api/v3/stats), streamed or not.
