@@ -96,6 +96,36 @@ TEST_F(ForEachTarget, Int8DotIsTheIntegerSumOnEveryTarget) {
   }
 }
 
+TEST_F(ForEachTarget, Q6KIsTheDequantizedSumOnEveryTarget) {
+  // q6_k rows from random bytes (ggml's layout; the project writes no q6_k)
+  // with a sane scale: the int8 dot must equal the dequantized weights
+  // against the quantized activations, in double.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t n = 512;
+  std::vector<uint8_t> row(row_bytes(DType::Q6_K, n));
+  for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+  auto* blk = reinterpret_cast<BlockQ6_K*>(row.data());
+  for (int64_t s = 0; s < n / 256; ++s) blk[s].d = f32_to_f16(0.01f * (s + 1));
+  std::vector<float> deq(n);
+  dequantize_row(DType::Q6_K, row.data(), deq.data(), n);
+  const auto x = random_values(n, rng, 1.0f);
+  std::vector<simd::ActBlock> xq(n / 32);
+  ASSERT_TRUE(simd::quantize_activations(x.data(), n, xq.data()));
+  double want = 0, mag = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xi = double(xq[i / 32].d) * xq[i / 32].qs[i % 32];
+    want += double(deq[i]) * xi;
+    mag += std::fabs(double(deq[i]) * xi);
+  }
+  EXPECT_TRUE(simd::int8_dot_supported(DType::Q6_K, n));
+  EXPECT_FALSE(simd::int8_dot_supported(DType::Q6_K, 96));
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    EXPECT_NEAR(simd::dot_int8(DType::Q6_K, row.data(), xq.data(), n), want, 1e-5 * mag) << target_name(target);
+  }
+}
+
 TEST_F(ForEachTarget, ExtremeBytesDoNotSaturate) {
   // q8_0 weights of -128 (a file may hold them) against activations of ±127.
   std::vector<uint8_t> row(row_bytes(DType::Q8_0, 64));

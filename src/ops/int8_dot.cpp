@@ -20,6 +20,23 @@ namespace HWY_NAMESPACE {
 #define BONFIRE_INT8_AVX2 1
 #endif
 
+// q6_k's 256 six-bit values of one super-block as signed bytes (q - 32), in
+// element order; element e has scale scales[e / 16]. (ggml's layout: two
+// halves of 128, each from 64 bytes of low nibbles and 32 of high bit pairs.)
+HWY_INLINE void UnpackQ6K(const BlockQ6_K& b, int8_t* q) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    int8_t* y = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      y[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      y[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      y[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      y[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
 #ifdef BONFIRE_INT8_AVX2
 
 HWY_INLINE float HalfScale(uint16_t h) { return _cvtsh_ss(h); }
@@ -86,7 +103,43 @@ float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
   return HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
+// Per 32 activations: 8 int32 lanes, lanes 0-3 the first 16 products (one
+// q6_k scale), lanes 4-7 the next 16 (the next scale).
+float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
+  __m256 acc = _mm256_setzero_ps();
+  alignas(32) int8_t q[256];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    UnpackQ6K(w[sb], q);
+    const float d = HalfScale(w[sb].d);
+    const ActBlock* xb = x + sb * 8;
+    for (int b = 0; b < 8; ++b) {
+      const __m256 p = DotBytes(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * b)),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs)));
+      const float s = d * xb[b].d;
+      const __m256 scale = _mm256_setr_m128(_mm_set1_ps(s * w[sb].scales[2 * b]), _mm_set1_ps(s * w[sb].scales[2 * b + 1]));
+      acc = _mm256_fmadd_ps(p, scale, acc);
+    }
+  }
+  return HorizontalSum(acc);
+}
+
 #else  // portable: the same integer sums, one block at a time
+
+float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
+  float acc = 0;
+  int8_t q[256];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    UnpackQ6K(w[sb], q);
+    const float d = f16_to_f32(w[sb].d);
+    for (int sub = 0; sub < 16; ++sub) {
+      const ActBlock& xb = x[sb * 8 + sub / 2];
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += int32_t(q[sub * 16 + j]) * int32_t(xb.qs[(sub % 2) * 16 + j]);
+      acc += static_cast<float>(s) * (d * xb.d * w[sb].scales[sub]);
+    }
+  }
+  return acc;
+}
 
 float DotQ8(const BlockQ8_0* w, const ActBlock* x, int64_t nb) {
   float acc = 0;
@@ -115,6 +168,7 @@ float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
 
 float DotInt8(DType t, const void* row, const ActBlock* x, int64_t n) {
   if (t == DType::Q8_0) return DotQ8(static_cast<const BlockQ8_0*>(row), x, n / 32);
+  if (t == DType::Q6_K) return DotQ6K(static_cast<const BlockQ6_K*>(row), x, n / 256);
   return DotQ4(static_cast<const BlockQ4_0*>(row), x, n / 32);
 }
 
@@ -139,7 +193,10 @@ namespace bonfire::simd {
 HWY_EXPORT(DotInt8);
 HWY_EXPORT(Int8Path);
 
-bool int8_dot_supported(DType weight) { return weight == DType::Q8_0 || weight == DType::Q4_0; }
+bool int8_dot_supported(DType weight, int64_t n) {
+  if (weight == DType::Q6_K) return n % 256 == 0;
+  return (weight == DType::Q8_0 || weight == DType::Q4_0) && n % 32 == 0;
+}
 
 bool quantize_activations(const float* x, int64_t n, ActBlock* out) {
   for (int64_t b = 0; b < n / 32; ++b) {

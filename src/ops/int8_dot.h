@@ -27,15 +27,16 @@ struct ActBlock {
   int8_t qs[32];
 };
 
-// True for the weight formats dot_int8 handles.
-bool int8_dot_supported(DType weight);
+// True for the weight formats dot_int8 handles (q8_0, q4_0, q6_k: the
+// output matrix of llama.cpp's q4_0 and q4_k_m files) at row length n.
+bool int8_dot_supported(DType weight, int64_t n);
 
 // x[n] → n / 32 blocks (n a multiple of 32). False, with `out` unusable,
 // when x holds a NaN or an infinity: int8 cannot carry them, so the caller
 // takes the f32 path and the non-finite value propagates as it should.
 bool quantize_activations(const float* x, int64_t n, ActBlock* out);
 
-// Dot of one weight row (q8_0 or q4_0, n values) with quantized activations.
+// Dot of one weight row (q8_0, q4_0 or q6_k; n values) with quantized activations.
 float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n);
 
 // "avx2" or "portable": the code dot_int8 runs on the target chosen now.
