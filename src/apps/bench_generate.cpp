@@ -111,7 +111,10 @@ class BusyProcess {
     if (p == MAP_FAILED) throw Error(ErrorCode::Internal, "bench: cannot map a shared counter");
     loops_ = new (p) std::atomic<uint64_t>(0);
     pid_ = fork();
-    if (pid_ < 0) throw Error(ErrorCode::Internal, "bench: cannot start the busy process");
+    if (pid_ < 0) {
+      munmap(loops_, sizeof(std::atomic<uint64_t>));
+      throw Error(ErrorCode::Internal, "bench: cannot start the busy process");
+    }
     if (pid_ == 0) {
       // Only arithmetic and a relaxed store: nothing a forked copy of a
       // threaded process may not do.

@@ -33,10 +33,8 @@ std::chrono::steady_clock::time_point g_last_sample{};
 
 ThreadPool& pool() {
   std::call_once(g_pool_once, [] {
-    if (!g_pool) {
-      g_pool = std::make_unique<ThreadPool>(available_cores());
-      g_active = g_pool->size();
-    }
+    g_pool = std::make_unique<ThreadPool>(available_cores());
+    g_active = g_pool->size();
   });
   return *g_pool;
 }
@@ -123,9 +121,11 @@ void set_thread_flags(uint32_t flags) { t_flags = flags; }
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   ThreadPool& p = pool();
-  if (!ThreadPool::in_job()) follow_background_mode();
-  const int64_t width = std::min<int64_t>(active_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1));
-  if (width <= 1 || ThreadPool::in_job()) {
+  const bool nested = ThreadPool::in_job();
+  if (!nested) follow_background_mode();
+  const int64_t width = std::min<int64_t>(g_active.load(std::memory_order_relaxed),
+                                          (n + grain - 1) / std::max<int64_t>(grain, 1));
+  if (width <= 1 || nested) {
     fn(0, n);
     return;
   }

@@ -30,11 +30,10 @@ void profile_node(const GraphNode& node, const OpInputs& in, std::chrono::steady
 }
 
 // f32 buffers handed back when their last reader has run, taken again by
-// later nodes of a similar size. Only buffers nobody else holds come here.
-// Intermediate buffers by size. One pool per thread lives across calls, so a
-// decode step reuses the previous step's buffers instead of asking malloc
-// (and the kernel, for the large ones) again; it keeps at most kCachedBytes
-// between calls.
+// later nodes of a similar size; only buffers nobody else holds come here.
+// One pool per thread lives across calls, so a decode step reuses the
+// previous step's buffers instead of asking malloc (and the kernel, for the
+// large ones) again; it keeps at most kCachedBytes between calls.
 class BufferPool {
  public:
   static constexpr size_t kCachedBytes = size_t{256} << 20;

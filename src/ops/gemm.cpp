@@ -45,8 +45,8 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
                   const float* bias) {
   const int64_t N = w.rows, K = w.cols;
   const Int8Activations mode = g_int8.load(std::memory_order_relaxed);
-  if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off || (mode == Int8Activations::Small && M >= kInt8Rows)) return false;
-  if (!simd::int8_dot_supported(w.dtype, K)) return false;
+  if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off) return false;
+  if ((mode == Int8Activations::Small && M >= kInt8Rows) || !simd::int8_dot_supported(w.dtype, K)) return false;
   thread_local std::vector<simd::ActBlock> xq;
   const int64_t blocks = K / 32;
   xq.resize(static_cast<size_t>(M * blocks));
