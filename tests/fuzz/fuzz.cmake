@@ -37,7 +37,7 @@ add_library(bonfire_fuzz_lib STATIC ${CORE_SRC} ${OPS_SRC} ${GRAPH_SRC} ${FUZZ_M
             ${FUZZ_KERNELS_SRC} ${SPEC_CPP} ${FUZZ_NET_SRC})
 target_include_directories(bonfire_fuzz_lib PUBLIC src)
 target_compile_options(bonfire_fuzz_lib PRIVATE ${FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
-target_link_libraries(bonfire_fuzz_lib PUBLIC nlohmann_json::nlohmann_json OpenMP::OpenMP_CXX
+target_link_libraries(bonfire_fuzz_lib PUBLIC nlohmann_json::nlohmann_json
                       PkgConfig::HWY PkgConfig::OPENBLAS PkgConfig::PCRE2 PkgConfig::UTF8PROC
                       Boost::system OpenSSL::Crypto Threads::Threads)
 # The sanitizers' runtime flags reach whatever links the archive.
