@@ -5,11 +5,14 @@
 #include <new>
 
 #include "core/error.h"
+#include "graph/executor_internal.h"
 #include "graph/profile.h"
 
 namespace bonfire {
 
 using json = nlohmann::json;
+
+namespace detail {
 
 namespace {
 
@@ -29,54 +32,6 @@ void profile_node(const GraphNode& node, const OpInputs& in, std::chrono::steady
   profile_record(node.op->name, label, std::chrono::duration<double>(took).count(), bytes);
 }
 
-// f32 buffers handed back when their last reader has run, taken again by
-// later nodes of a similar size; only buffers nobody else holds come here.
-// One pool per thread lives across calls, so a decode step reuses the
-// previous step's buffers instead of asking malloc (and the kernel, for the
-// large ones) again; it keeps at most kCachedBytes between calls.
-class BufferPool {
- public:
-  static constexpr size_t kCachedBytes = size_t{256} << 20;
-
-  Tensor take(const Shape& shape) {
-    const size_t bytes = bytes_for(shape);
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= 2 * bytes) {
-      std::shared_ptr<void> owner = std::move(it->second);
-      held_ -= it->first;
-      free_.erase(it);
-      return Tensor::view(DType::F32, shape, owner.get(), owner);
-    }
-    return Tensor::empty(shape);
-  }
-  void give(Tensor& t) {
-    if (t.dtype == DType::F32 && t.owner && t.owner.use_count() == 1 && t.data == t.owner.get()) {
-      const size_t bytes = bytes_for(t.shape);
-      free_.emplace(bytes, std::move(t.owner));
-      held_ += bytes;
-    }
-    t = Tensor();
-  }
-  // Between calls: the largest buffers go first until the pool is under its cap.
-  void trim() {
-    while (held_ > kCachedBytes && !free_.empty()) {
-      auto last = std::prev(free_.end());
-      held_ -= last->first;
-      free_.erase(last);
-    }
-  }
-
- private:
-  static size_t bytes_for(const Shape& s) { return (std::max<int64_t>(1, shape_numel(s)) * 4 + 63) / 64 * 64; }
-  std::multimap<size_t, std::shared_ptr<void>> free_;
-  size_t held_ = 0;
-};
-
-struct Planned {
-  Params params;
-  TensorDesc out;
-};
-
 Params bind_params(const GraphNode& node, const json& bind) {
   json p = node.params;
   const Expr::Lookup lookup = [&](const std::string& name) -> std::optional<json> {
@@ -88,6 +43,104 @@ Params bind_params(const GraphNode& node, const json& bind) {
 }
 
 }  // namespace
+
+Tensor BufferPool::take(const Shape& shape) {
+  const size_t bytes = bytes_for(shape);
+  auto it = free_.lower_bound(bytes);
+  if (it != free_.end() && it->first <= 2 * bytes) {
+    std::shared_ptr<void> owner = std::move(it->second);
+    held_ -= it->first;
+    free_.erase(it);
+    return Tensor::view(DType::F32, shape, owner.get(), owner);
+  }
+  return Tensor::empty(shape);
+}
+
+void BufferPool::give(Tensor& t) {
+  if (t.dtype == DType::F32 && t.owner && t.owner.use_count() == 1 && t.data == t.owner.get()) {
+    const size_t bytes = bytes_for(t.shape);
+    free_.emplace(bytes, std::move(t.owner));
+    held_ += bytes;
+  }
+  t = Tensor();
+}
+
+void BufferPool::trim() {
+  while (held_ > kCachedBytes && !free_.empty()) {
+    auto last = std::prev(free_.end());
+    held_ -= last->first;
+    free_.erase(last);
+  }
+}
+
+BufferPool& thread_buffer_pool() {
+  thread_local BufferPool pool;
+  return pool;
+}
+
+std::vector<Planned> plan_nodes(const Graph& g, const json& bind, const ExternalDesc& external, const Limits& limits,
+                                int64_t* total_bytes) {
+  std::vector<Planned> plan(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    try {
+      plan[i].params = bind_params(node, bind);
+      std::vector<TensorDesc> in;
+      for (size_t k = 0; k < node.in.size(); ++k) {
+        const Ref& r = node.in[k];
+        in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id));
+        if (in.back().dtype != DType::F32 && !node.op->accepts_packed((int)k))
+          bad_graph("input " + std::to_string(k) + " (\"" + r.text() + "\") is a packed " +
+                    dtype_name(in.back().dtype) + " weight; op " + node.op->name + " needs f32 there");
+        if ((int)k == node.op->mutates_input || node.op->writes((int)k, plan[i].params, node.in.size())) {
+          if (r.kind == Ref::Weight)
+            bad_graph("op " + node.op->name + " writes its input " + std::to_string(k) + " in place; \"" + r.text() +
+                      "\" is a weight");
+        }
+      }
+      Shape out = node.op->infer(in, plan[i].params);
+      if ((int64_t)out.size() > limits.max_rank) too_large("the output has more than " + std::to_string(limits.max_rank) + " axes");
+      if (checked_numel(out.data(), out.size(), limits.max_tensor_elements) < 0)
+        too_large("the output " + shape_str(out) + " is over the limit of " +
+                  std::to_string(limits.max_tensor_elements) + " elements per tensor");
+      plan[i].out = {node.op->out_dtype ? node.op->out_dtype(in, plan[i].params) : DType::F32, out};
+      if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) *total_bytes += plan[i].out.numel() * 4;
+      if (*total_bytes > limits.max_total_bytes)
+        too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+    } catch (Error& e) {
+      if (e.node.empty()) e.node = node.id;
+      throw;
+    } catch (const json::exception& e) {
+      throw Error(ErrorCode::BadGraph, std::string("a param has the wrong type: ") + e.what(), node.id);
+    }
+  }
+  return plan;
+}
+
+void check_deadline(const Limits& limits, const GraphNode& node) {
+  if (limits.deadline_ms > 0 && steady_now_ms() > limits.deadline_ms)
+    throw Error(ErrorCode::Timeout, "the call ran over its time budget (stopped before node " + node.id + ")",
+                node.id);
+}
+
+void run_node(const GraphNode& node, const OpInputs& in, const Params& params, Tensor& out) {
+  const bool prof = profiling();
+  const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  try {
+    node.op->run(in, params, out);
+    if (prof) profile_node(node, in, std::chrono::steady_clock::now() - started);
+  } catch (Error& e) {
+    if (e.node.empty()) e.node = node.id;
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::TooLarge, "out of memory while running the node", node.id);
+  }
+}
+
+}  // namespace detail
+
+using detail::BufferPool;
+using detail::Planned;
 
 std::set<std::string> implemented_features() {
   std::set<std::string> out;
@@ -130,41 +183,9 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   };
 
   // Pass 1: bind params, infer shapes, check limits. Nothing is written.
-  std::vector<Planned> plan(g.nodes.size());
   int64_t total_bytes = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const GraphNode& node = g.nodes[i];
-    try {
-      plan[i].params = bind_params(node, bind);
-      std::vector<TensorDesc> in;
-      for (size_t k = 0; k < node.in.size(); ++k) {
-        const Ref& r = node.in[k];
-        in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id)->desc());
-        if (in.back().dtype != DType::F32 && !node.op->accepts_packed((int)k))
-          bad_graph("input " + std::to_string(k) + " (\"" + r.text() + "\") is a packed " +
-                    dtype_name(in.back().dtype) + " weight; op " + node.op->name + " needs f32 there");
-        if ((int)k == node.op->mutates_input || node.op->writes((int)k, plan[i].params, node.in.size())) {
-          if (r.kind == Ref::Weight)
-            bad_graph("op " + node.op->name + " writes its input " + std::to_string(k) + " in place; \"" + r.text() +
-                      "\" is a weight");
-        }
-      }
-      Shape out = node.op->infer(in, plan[i].params);
-      if ((int64_t)out.size() > limits.max_rank) too_large("the output has more than " + std::to_string(limits.max_rank) + " axes");
-      if (checked_numel(out.data(), out.size(), limits.max_tensor_elements) < 0)
-        too_large("the output " + shape_str(out) + " is over the limit of " +
-                  std::to_string(limits.max_tensor_elements) + " elements per tensor");
-      plan[i].out = {node.op->out_dtype ? node.op->out_dtype(in, plan[i].params) : DType::F32, out};
-      if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) total_bytes += plan[i].out.numel() * 4;
-      if (total_bytes > limits.max_total_bytes)
-        too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
-    } catch (Error& e) {
-      if (e.node.empty()) e.node = node.id;
-      throw;
-    } catch (const json::exception& e) {
-      throw Error(ErrorCode::BadGraph, std::string("a param has the wrong type: ") + e.what(), node.id);
-    }
-  }
+  const std::vector<Planned> plan = detail::plan_nodes(
+      g, bind, [&](const Ref& r, const std::string& node) { return external(r, node)->desc(); }, limits, &total_bytes);
   int64_t output_bytes = 0;
   for (const auto& o : g.outputs) {
     const TensorDesc d = o.kind == Ref::Node ? plan[o.node].out : external(o, "")->desc();
@@ -189,15 +210,14 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
 
   // Pass 2: run.
   std::vector<Tensor> values(g.nodes.size());
-  thread_local BufferPool pool;
+  BufferPool& pool = detail::thread_buffer_pool();
   struct Trim {
+    BufferPool& pool;
     ~Trim() { pool.trim(); }
-  } trim_on_exit;
+  } trim_on_exit{pool};
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
-    if (limits.deadline_ms > 0 && steady_now_ms() > limits.deadline_ms)
-      throw Error(ErrorCode::Timeout, "the call ran over its time budget (stopped before node " + node.id + ")",
-                  node.id);
+    detail::check_deadline(limits, node);
     OpInputs in;
     for (const auto& r : node.in)
       in.push_back(r.kind == Ref::Node ? &values[r.node] : const_cast<Tensor*>(external(r, node.id)));
@@ -210,17 +230,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
       out.dtype = plan[i].out.dtype;
       out.shape = plan[i].out.shape;
     }
-    const bool prof = profiling();
-    const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    try {
-      node.op->run(in, plan[i].params, out);
-      if (prof) profile_node(node, in, std::chrono::steady_clock::now() - started);
-    } catch (Error& e) {
-      if (e.node.empty()) e.node = node.id;
-      throw;
-    } catch (const std::bad_alloc&) {
-      throw Error(ErrorCode::TooLarge, "out of memory while running the node", node.id);
-    }
+    detail::run_node(node, in, plan[i].params, out);
     for (const auto& r : node.in)
       if (r.kind == Ref::Node && last_use[r.node] == (int)i && !pinned[r.node]) pool.give(values[r.node]);
     if (last_use[i] < 0 && !pinned[i]) pool.give(values[i]);

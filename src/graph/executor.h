@@ -21,6 +21,7 @@ using WeightLookup = std::function<const Tensor*(const std::string& name)>;
 struct RunResult {
   std::map<std::string, Tensor> outputs;  // by the name the call asked for
   double ms = 0;
+  int64_t nodes_once = 0;  // a batched call's nodes that ran once for all rows (graph/batch.h)
 };
 
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const nlohmann::json& bind,

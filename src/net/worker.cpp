@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "graph/batch.h"
 #include "graph/executor.h"
 #include "graph/session.h"
 #include "graph/wire.h"
@@ -50,6 +51,7 @@ namespace {
 constexpr int kProtocol = 3;
 constexpr size_t kMaxRegistered = 256;  // decode graphs kept per link
 constexpr int64_t kOutputSlack = 1 << 20;  // a reply's header beside its tensors
+constexpr size_t kMaxRows = 64;            // sessions in one batched call
 
 struct HeldModel {
   ModelFingerprint fingerprint;
@@ -103,6 +105,7 @@ struct Worker::Impl {
 
   std::set<std::string> features() const {
     std::set<std::string> f = implemented_features();
+    f.insert(kBatchedCalls);
     for (const auto& d : opt.disabled_features) f.erase(d);
     return f;
   }
@@ -341,25 +344,45 @@ struct Worker::Impl {
       if (it != weights.end()) return &it->second;
       return model ? model->weights().find(name) : nullptr;
     };
-    std::shared_ptr<Session> session;
-    const std::string sid = h.value("session", call->session);
-    bool created = false;
-    if (!sid.empty()) {
-      session = sessions.get(sid, false);
+    // One row per session: a plain call is one row (graph/batch.h for many).
+    const bool batched = h.contains("rows");
+    std::vector<std::string> sids;
+    std::vector<json> binds;
+    if (batched) {
+      parse_rows(h["rows"], sids, binds);
+    } else {
+      sids.push_back(h.value("session", call->session));
+      binds.push_back(h.value("bind", call->bind));
+    }
+    std::vector<std::shared_ptr<Session>> held;
+    std::vector<std::string> created;
+    for (const auto& sid : sids) {
+      if (sid.empty()) {
+        held.push_back(nullptr);
+        continue;
+      }
+      std::shared_ptr<Session> session = sessions.get(sid, false);
       if (!session) {
         session = sessions.get(sid, true);
-        created = true;
+        created.push_back(sid);
       }
+      held.push_back(session);
       std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
-    const json bind = h.value("bind", call->bind);
     RunResult r;
     try {
-      r = run_graph(call->graph, inputs.empty() ? call->inputs : inputs, bind, lookup, session.get(), limits);
+      const auto& in = inputs.empty() ? call->inputs : inputs;
+      if (batched) {
+        std::vector<BatchRow> rows;
+        for (size_t i = 0; i < held.size(); ++i) rows.push_back({held[i].get(), binds[i]});
+        r = run_graph_rows(call->graph, in, rows, lookup, limits);
+      } else {
+        r = run_graph(call->graph, in, binds[0], lookup, held[0].get(), limits);
+      }
     } catch (...) {
       // A refused call leaves no trace, not even an empty new session.
-      if (created) {
+      for (const auto& sid : created) {
         sessions.erase(sid);
         std::lock_guard<std::mutex> lock(sessions_mu);
         last_used.erase(sid);
@@ -371,6 +394,28 @@ struct Worker::Impl {
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
     out.tensors = std::move(r.outputs);
     send(std::move(out));
+  }
+
+  // A batched call's "rows": [{"session": id, "bind": {...}}, ...]
+  // (docs/PROTOCOL-EXTENSIONS.md "Batched calls").
+  static void parse_rows(const json& rows, std::vector<std::string>& sids, std::vector<json>& binds) {
+    if (!rows.is_array() || rows.empty() || rows.size() > kMaxRows)
+      throw Error(ErrorCode::BadGraph, "\"rows\" must be an array of 1 to " + std::to_string(kMaxRows) + " rows");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const json& row = rows[i];
+      const std::string where = "rows[" + std::to_string(i) + "]";
+      if (!row.is_object() || !row.contains("session") || !row["session"].is_string() ||
+          row["session"].get<std::string>().empty())
+        throw Error(ErrorCode::BadGraph, where + " needs a \"session\" string");
+      const std::string sid = row["session"].get<std::string>();
+      if (!seen.insert(sid).second)
+        throw Error(ErrorCode::BadGraph, where + ": session \"" + bounded_text(sid, 64) + "\" is in the call twice");
+      const json bind = row.value("bind", json::object());
+      if (!bind.is_object()) throw Error(ErrorCode::BadGraph, where + ".bind must be an object");
+      sids.push_back(sid);
+      binds.push_back(bind);
+    }
   }
 
   // The cache: <cache_dir>/<hash>/<model>/<files>. A model folder's mtime is

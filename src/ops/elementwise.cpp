@@ -128,6 +128,7 @@ OpDef def(const char* name, int inputs, Shape (*infer)(const std::vector<TensorD
   d.min_inputs = d.max_inputs = inputs;
   d.infer = infer;
   d.run = run;
+  d.rows = RowRule::Elementwise;  // every op here is, including the gated pairs
   return d;
 }
 

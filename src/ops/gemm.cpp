@@ -37,6 +37,7 @@ constexpr int64_t kTile = 64;  // weight rows per tile
 
 std::atomic<Int8Activations> g_int8{Int8Activations::Small};
 constexpr uint32_t kInt8Allowed = 1u << 0;  // a thread_flags() bit
+constexpr uint32_t kRowsApart = 1u << 1;    // a thread_flags() bit: BatchRowsScope
 
 // The int8 path: x's rows quantized once (into this thread's reusable
 // buffer), then every weight row dotted with each. False when x holds a
@@ -80,6 +81,8 @@ Int8Activations int8_activations() { return g_int8; }
 
 Int8Scope::Int8Scope() : saved_(thread_flags()) { set_thread_flags(saved_ | kInt8Allowed); }
 Int8Scope::~Int8Scope() { set_thread_flags(saved_); }
+BatchRowsScope::BatchRowsScope() : saved_(thread_flags()) { set_thread_flags(saved_ | kRowsApart); }
+BatchRowsScope::~BatchRowsScope() { set_thread_flags(saved_); }
 
 WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   WeightRows w;
@@ -96,7 +99,7 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
   const int64_t N = w.rows, K = w.cols;
   const int64_t stride = row_bytes(w.dtype, K);
   if (gemm_nt_int8(x, M, ldx, w, out, ldo, bias)) return;
-  if (M < kGemvRows) {
+  if (M < kGemvRows || (M < kInt8Rows && (thread_flags() & kRowsApart))) {
     parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* row = w.data + n * stride;

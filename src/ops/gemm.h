@@ -56,6 +56,22 @@ class Int8Scope {
   uint32_t saved_;
 };
 
+// In a batched call (graph/batch.h) each of the < 16 activation rows is
+// dotted with the weight on its own, as in a one-row product, so a row's
+// result does not depend on the rows beside it (BLAS would block them
+// together and sum in another order). Streaming the weight once for all rows
+// keeps the batch's gain.
+class BatchRowsScope {
+ public:
+  BatchRowsScope();
+  ~BatchRowsScope();
+  BatchRowsScope(const BatchRowsScope&) = delete;
+  BatchRowsScope& operator=(const BatchRowsScope&) = delete;
+
+ private:
+  uint32_t saved_;
+};
+
 // out[M, w.cols] = x[M, w.rows] · w (+ bias[w.cols]).
 void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
              const float* bias = nullptr);

@@ -49,6 +49,7 @@ void register_matmul_ops(std::vector<OpDef>& ops) {
   matmul.infer = infer_product;
   matmul.run = run_product;
   matmul.packed_inputs = 1u << 1;
+  matmul.rows = RowRule::FirstOperand;
   ops.push_back(matmul);
 
   OpDef linear = matmul;

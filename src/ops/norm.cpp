@@ -110,6 +110,7 @@ void register_norm_ops(std::vector<OpDef>& ops) {
   ln.features = {{"layernorm.eps", {"eps"}}};
   ln.infer = infer_layernorm;
   ln.run = run_layernorm;
+  ln.rows = RowRule::FirstOperand;
   ops.push_back(ln);
 
   OpDef rms;
@@ -121,6 +122,7 @@ void register_norm_ops(std::vector<OpDef>& ops) {
   rms.features = {{"rmsnorm.groupSize", {"groupSize"}}, {"rmsnorm.weightOffset", {"weightOffset"}}};
   rms.infer = infer_rmsnorm;
   rms.run = run_rmsnorm;
+  rms.rows = RowRule::FirstOperand;
   ops.push_back(rms);
 
   OpDef sm;

@@ -68,6 +68,17 @@ class Params {
 // `mutates_input` / `writes_inputs` may be written through.
 using OpInputs = std::vector<Tensor*>;
 
+// How a batched call (graph/batch.h: one call for the rows of several
+// sessions, stacked on axis 0) may run the op once for all rows instead of
+// once per row. An op is row-wise when row i of its output depends only on
+// row i of its stacked inputs and its params are the same for every row.
+enum class RowRule {
+  None,          // run per row (positions, caches, shapes, sampling, reductions)
+  Elementwise,   // every non-shared input stacked with one shape; shared ones broadcast
+  FirstOperand,  // input 0 stacked [rows, ..., K] (rank >= 2), the rest shared (weights)
+  Gather,        // input 0 holds ids (any rank), the rest shared (a table)
+};
+
 struct OpDef {
   std::string name;
   int min_inputs = 0;
@@ -92,6 +103,7 @@ struct OpDef {
   uint64_t (*writes_inputs_of)(const Params& p, size_t n_inputs) = nullptr;
   uint32_t packed_inputs = 0;  // bit i: input i may be a packed weight; bit 31 covers i >= 31
   bool extension = false;      // a protocol extension op, not in spec/ops-v3.json
+  RowRule rows = RowRule::None;
 
   bool accepts_packed(int i) const { return (packed_inputs >> (i < 31 ? i : 31)) & 1u; }
   // Whether input i of a node with these (bound) params is written in place.

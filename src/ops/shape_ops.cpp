@@ -279,6 +279,7 @@ void register_shape_ops(std::vector<OpDef>& ops) {
 
   OpDef embedding = def("embedding", 2, 2, infer_embedding, run_embedding);
   embedding.packed_inputs = 1u << 1;
+  embedding.rows = RowRule::Gather;
   ops.push_back(embedding);
 
   OpDef cw = def("cache_write", 2, 2, infer_cache_write, run_cache_write);

@@ -1,0 +1,321 @@
+#include "graph/batch.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/error.h"
+#include "graph/executor_internal.h"
+#include "ops/gemm.h"
+
+namespace bonfire {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Where a value lives during a batched run.
+enum class Kind {
+  Shared,   // one tensor, the same for every row (weights, what depends only on them)
+  Stacked,  // one tensor: the rows' own values concatenated on axis 0
+  PerRow,   // one tensor per row, as that row's own call has it
+};
+
+std::string row_prefix(size_t r) { return "row " + std::to_string(r) + ": "; }
+
+// Rows [r * n, (r + 1) * n) of a stacked tensor, without a copy.
+Tensor row_slice(const Tensor& t, size_t r, size_t n_rows) {
+  Shape s = t.shape;
+  const int64_t each = s[0] / static_cast<int64_t>(n_rows);
+  s[0] = each;
+  const int64_t stride = shape_numel(s);
+  return Tensor::view(DType::F32, s, const_cast<float*>(t.f32()) + static_cast<int64_t>(r) * stride, t.owner);
+}
+
+// The rows' tensors (one shape) concatenated on axis 0.
+Tensor stack(const std::vector<Tensor>& rows, detail::BufferPool& pool) {
+  Shape s = rows[0].shape;
+  if (s.empty()) s = {1};
+  const int64_t each = shape_numel(s);
+  s[0] *= static_cast<int64_t>(rows.size());
+  Tensor out = pool.take(s);
+  for (size_t r = 0; r < rows.size(); ++r) std::memcpy(out.f32() + r * each, rows[r].f32(), each * sizeof(float));
+  return out;
+}
+
+// Whether node i may run once over the stacked rows: its op is row-wise,
+// its bound params are the same for every row, and its inputs fit the op's
+// rule (`solo` is the shape input k has in one row's own call).
+bool runs_stacked(const GraphNode& node, const std::vector<Kind>& in_kind, const std::vector<Shape>& solo,
+                  bool same_params) {
+  const RowRule rule = node.op->rows;
+  if (rule == RowRule::None || !same_params || node.op->mutates_input >= 0 || in_kind.empty()) return false;
+  if (in_kind[0] == Kind::Shared) return false;
+  const Shape& a = solo[0];
+  switch (rule) {
+    case RowRule::Gather:
+      if (a.empty()) return false;
+      break;
+    case RowRule::FirstOperand:
+      if (a.size() < 2) return false;
+      break;
+    case RowRule::Elementwise:
+      if (a.empty()) return false;
+      break;
+    case RowRule::None: return false;
+  }
+  for (size_t k = 1; k < in_kind.size(); ++k) {
+    if (rule != RowRule::Elementwise) {
+      if (in_kind[k] != Kind::Shared) return false;
+      continue;
+    }
+    // Elementwise: the same solo shape as input 0, or a shared row vector /
+    // scalar that broadcasts the same way over one row or over all.
+    if (in_kind[k] != Kind::Shared) {
+      if (solo[k] != a) return false;
+    } else if (shape_numel(solo[k]) != 1 && shape_numel(solo[k]) != a.back()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& stacked_inputs,
+                         const std::vector<BatchRow>& rows, const WeightLookup& weights, const Limits& limits) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t B = rows.size();
+  if (B == 0) bad_graph("a batched call needs at least one row");
+  for (size_t r = 0; r < B; ++r) {
+    if (!rows[r].session) bad_graph(row_prefix(r) + "a batched row needs a session");
+    for (size_t q = 0; q < r; ++q)
+      if (rows[q].session == rows[r].session) bad_graph(row_prefix(r) + "its session is also row " + std::to_string(q) + "'s");
+  }
+  for (const auto& name : g.input_names) {
+    auto it = stacked_inputs.find(name);
+    if (it == stacked_inputs.end()) bad_graph("the call gives no input \"" + name + "\"");
+    const Tensor& t = it->second;
+    if (t.packed() || t.shape.empty() || t.shape[0] % static_cast<int64_t>(B) != 0)
+      bad_graph("input \"" + name + "\" " + shape_str(t.shape) + " does not stack " + std::to_string(B) +
+                " rows on its first axis");
+  }
+
+  auto weight = [&](const Ref& r, const std::string& node) -> const Tensor* {
+    const Tensor* w = weights ? weights(r.name) : nullptr;
+    if (!w) bad_graph("weight \"" + r.name + "\" was not given inline and the model has none of that name", node);
+    return w;
+  };
+  auto session_tensor = [&](size_t row, const Ref& r, const std::string& node) -> Tensor* {
+    auto& held = rows[row].session->tensors;
+    auto it = held.find(r.name);
+    if (it == held.end())
+      throw Error(ErrorCode::SessionNotFound, row_prefix(row) + "the session holds no tensor \"" + r.name + "\"", node);
+    return &it->second;
+  };
+
+  // Pass 1: each row planned as its own call would be. Nothing is written.
+  int64_t total_bytes = 0;
+  std::vector<std::vector<detail::Planned>> plan(B);
+  for (size_t r = 0; r < B; ++r) {
+    const detail::ExternalDesc desc = [&](const Ref& ref, const std::string& node) -> TensorDesc {
+      switch (ref.kind) {
+        case Ref::Input: {
+          TensorDesc d = stacked_inputs.at(ref.name).desc();
+          d.shape[0] /= static_cast<int64_t>(B);
+          return d;
+        }
+        case Ref::Weight: return weight(ref, node)->desc();
+        case Ref::Session: return session_tensor(r, ref, node)->desc();
+        case Ref::Node: break;
+      }
+      return {};
+    };
+    try {
+      plan[r] = detail::plan_nodes(g, rows[r].bind, desc, limits, &total_bytes);
+    } catch (Error& e) {
+      throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
+    }
+  }
+  for (const auto& o : g.outputs)
+    if (o.kind != Ref::Node && o.kind != Ref::Input) bad_graph("a batched call's outputs must be node values");
+  for (const auto& [k, ref] : g.retain)
+    if (ref.kind != Ref::Node) bad_graph("a batched call may retain only node values (\"" + k + "\")");
+
+  // Where each node's value lives, decided before anything runs.
+  std::vector<Kind> kind(g.nodes.size());
+  auto kind_of = [&](const Ref& ref) {
+    switch (ref.kind) {
+      case Ref::Input: return Kind::Stacked;
+      case Ref::Weight: return Kind::Shared;
+      case Ref::Session: return Kind::PerRow;
+      case Ref::Node: return kind[ref.node];
+    }
+    return Kind::Shared;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    std::vector<Kind> in_kind;
+    std::vector<Shape> solo;
+    bool all_shared = true;
+    for (const auto& ref : node.in) {
+      in_kind.push_back(kind_of(ref));
+      all_shared = all_shared && in_kind.back() == Kind::Shared;
+      // The input's shape in one row's own call.
+      Shape s;
+      switch (ref.kind) {
+        case Ref::Node: s = plan[0][ref.node].out.shape; break;
+        case Ref::Input:
+          s = stacked_inputs.at(ref.name).shape;
+          s[0] /= static_cast<int64_t>(B);
+          break;
+        case Ref::Weight: s = weight(ref, node.id)->shape; break;
+        case Ref::Session: s = session_tensor(0, ref, node.id)->shape; break;
+      }
+      solo.push_back(std::move(s));
+    }
+    bool same_params = true;
+    if (!node.exprs.empty())
+      for (size_t r = 1; r < B && same_params; ++r) same_params = plan[r][i].params.all() == plan[0][i].params.all();
+    for (size_t k = 0; k < node.in.size(); ++k)
+      if (((int)k == node.op->mutates_input || node.op->writes((int)k, plan[0][i].params, node.in.size())) &&
+          in_kind[k] != Kind::PerRow)
+        bad_graph("a batched call cannot write input " + std::to_string(k) + " (\"" + node.in[k].text() +
+                      "\"): its rows would share it",
+                  node.id);
+    if (all_shared && same_params && node.op->mutates_input < 0)
+      kind[i] = Kind::Shared;
+    else if (runs_stacked(node, in_kind, solo, same_params))
+      kind[i] = Kind::Stacked;
+    else
+      kind[i] = Kind::PerRow;
+  }
+
+  // Last reader of every node value; outputs and retained values stay.
+  std::vector<int> last_use(g.nodes.size(), -1);
+  std::vector<bool> pinned(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& ref : g.nodes[i].in)
+      if (ref.kind == Ref::Node) last_use[ref.node] = (int)i;
+  for (const auto& o : g.outputs)
+    if (o.kind == Ref::Node) pinned[o.node] = true;
+  for (const auto& [k, ref] : g.retain) pinned[ref.node] = true;
+
+  // Pass 2: run.
+  detail::BufferPool& pool = detail::thread_buffer_pool();
+  struct Trim {
+    detail::BufferPool& pool;
+    ~Trim() { pool.trim(); }
+  } trim_on_exit{pool};
+  BatchRowsScope per_row_products;
+  std::vector<Tensor> one(g.nodes.size());                  // Shared and Stacked values
+  std::vector<std::vector<Tensor>> per_row(g.nodes.size());  // PerRow values
+  auto release = [&](int n) {
+    if (kind[n] == Kind::PerRow) {
+      for (auto& t : per_row[n]) pool.give(t);
+      per_row[n].clear();
+    } else {
+      pool.give(one[n]);
+    }
+  };
+  std::vector<Tensor> inputs_tmp;  // stacked copies of per-row inputs, for this node only
+  int64_t nodes_once = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    detail::check_deadline(limits, node);
+    if (kind[i] != Kind::PerRow) {
+      inputs_tmp.assign(node.in.size(), Tensor());
+      OpInputs in;
+      for (size_t k = 0; k < node.in.size(); ++k) {
+        const Ref& ref = node.in[k];
+        if (ref.kind == Ref::Input) {
+          in.push_back(const_cast<Tensor*>(&stacked_inputs.at(ref.name)));
+        } else if (ref.kind == Ref::Weight) {
+          in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
+        } else if (kind[ref.node] == Kind::PerRow) {
+          inputs_tmp[k] = stack(per_row[ref.node], pool);
+          in.push_back(&inputs_tmp[k]);
+        } else {
+          in.push_back(&one[ref.node]);
+        }
+      }
+      detail::Planned p = plan[0][i];
+      if (kind[i] == Kind::Stacked) {
+        if (p.out.shape.empty()) p.out.shape = {1};
+        p.out.shape[0] *= static_cast<int64_t>(B);
+      }
+      Tensor& out = one[i];
+      if (p.out.dtype == DType::F32) {
+        out = pool.take(p.out.shape);
+      } else {
+        out.dtype = p.out.dtype;
+        out.shape = p.out.shape;
+      }
+      detail::run_node(node, in, p.params, out);
+      ++nodes_once;
+      for (auto& t : inputs_tmp) pool.give(t);
+    } else {
+      per_row[i].resize(B);
+      for (size_t r = 0; r < B; ++r) {
+        std::vector<Tensor> slices(node.in.size());
+        OpInputs in;
+        for (size_t k = 0; k < node.in.size(); ++k) {
+          const Ref& ref = node.in[k];
+          if (ref.kind == Ref::Input) {
+            slices[k] = row_slice(stacked_inputs.at(ref.name), r, B);
+            in.push_back(&slices[k]);
+          } else if (ref.kind == Ref::Weight) {
+            in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
+          } else if (ref.kind == Ref::Session) {
+            in.push_back(session_tensor(r, ref, node.id));
+          } else if (kind[ref.node] == Kind::PerRow) {
+            in.push_back(&per_row[ref.node][r]);
+          } else if (kind[ref.node] == Kind::Stacked) {
+            slices[k] = row_slice(one[ref.node], r, B);
+            in.push_back(&slices[k]);
+          } else {
+            in.push_back(&one[ref.node]);
+          }
+        }
+        Tensor& out = per_row[i][r];
+        const detail::Planned& p = plan[r][i];
+        if (node.op->mutates_input >= 0) {
+          out = *in[node.op->mutates_input];
+        } else if (p.out.dtype == DType::F32) {
+          out = pool.take(p.out.shape);
+        } else {
+          out.dtype = p.out.dtype;
+          out.shape = p.out.shape;
+        }
+        try {
+          detail::run_node(node, in, p.params, out);
+        } catch (Error& e) {
+          throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
+        }
+      }
+    }
+    for (const auto& ref : node.in)
+      if (ref.kind == Ref::Node && last_use[ref.node] == (int)i && !pinned[ref.node]) release(ref.node);
+    if (last_use[i] < 0 && !pinned[i]) release((int)i);
+  }
+
+  RunResult result;
+  for (const auto& o : g.outputs) {
+    if (o.kind == Ref::Input) {
+      result.outputs[o.text()] = stacked_inputs.at(o.name);
+    } else if (kind[o.node] == Kind::PerRow) {
+      result.outputs[o.text()] = stack(per_row[o.node], pool);
+    } else {
+      result.outputs[o.text()] = one[o.node];  // a Shared output is the same for every row: sent once
+    }
+  }
+  for (const auto& [k, ref] : g.retain)
+    for (size_t r = 0; r < B; ++r)
+      rows[r].session->tensors[k] = kind[ref.node] == Kind::PerRow  ? per_row[ref.node][r]
+                                    : kind[ref.node] == Kind::Stacked ? to_f32(row_slice(one[ref.node], r, B))
+                                                                      : to_f32(one[ref.node]);
+  result.nodes_once = nodes_once;
+  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace bonfire

@@ -1,0 +1,56 @@
+// What the two runners (executor.cpp: one call; batch.cpp: one call for many
+// sessions' rows) share: the plan pass, the buffer pool, one node's run.
+// Not part of the graph layer's interface.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace bonfire::detail {
+
+// f32 buffers handed back when their last reader has run, taken again by
+// later nodes of a similar size; only buffers nobody else holds come here.
+// One pool per thread lives across calls, so a decode step reuses the
+// previous step's buffers instead of asking malloc (and the kernel, for the
+// large ones) again; it keeps at most kCachedBytes between calls.
+class BufferPool {
+ public:
+  static constexpr size_t kCachedBytes = size_t{256} << 20;
+  Tensor take(const Shape& shape);
+  void give(Tensor& t);
+  void trim();  // between calls: the largest buffers go first until under the cap
+
+ private:
+  static size_t bytes_for(const Shape& s) { return (std::max<int64_t>(1, shape_numel(s)) * 4 + 63) / 64 * 64; }
+  std::multimap<size_t, std::shared_ptr<void>> free_;
+  size_t held_ = 0;
+};
+BufferPool& thread_buffer_pool();
+
+struct Planned {
+  Params params;
+  TensorDesc out;
+};
+
+// The description of a value from outside the nodes (input, weight, session
+// tensor); throws when it does not exist.
+using ExternalDesc = std::function<TensorDesc(const Ref& r, const std::string& node)>;
+
+// Pass 1: binds every node's params, infers and checks its output shape and
+// the limits, adding the f32 bytes it allocates to `*total_bytes`. Nothing
+// is written.
+std::vector<Planned> plan_nodes(const Graph& g, const nlohmann::json& bind, const ExternalDesc& external,
+                                const Limits& limits, int64_t* total_bytes);
+
+// Throws Timeout when the call's deadline has passed, before `node` runs.
+void check_deadline(const Limits& limits, const GraphNode& node);
+
+// Runs one node into `out` (already allocated, or the mutated input), with
+// the profile hook and errors naming the node.
+void run_node(const GraphNode& node, const OpInputs& in, const Params& params, Tensor& out);
+
+}  // namespace bonfire::detail
