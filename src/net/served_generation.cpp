@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -24,7 +25,12 @@ std::string random_id(const std::string& prefix) {
 class PipelineRun {
  public:
   PipelineRun(ServedModel& model, Coordinator& net, const ir::GenerateRequest& req, GenerationTrace* trace)
-      : m_(model), net_(net), req_(req), trace_(trace), sample_(ir::sample_params(req.sampling)) {}
+      : m_(model), net_(net), req_(req), trace_(trace), sample_(ir::sample_params(req.sampling)) {
+    // Top-k and top-p always in the graph (0 and 1 are off), so greedy and
+    // sampled sequences share one graph and batch together.
+    if (!sample_.contains("topK")) sample_["topK"] = 0;
+    if (!sample_.contains("topP")) sample_["topP"] = 1;
+  }
   ~PipelineRun() { free_sessions(); }
 
   int32_t step(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
@@ -33,19 +39,23 @@ class PipelineRun {
     for (int attempt = 0;; ++attempt) {
       try {
         if (rebuild) replay();
-        const int32_t t = run_once(tokens, pos, step);
+        const int32_t t = step == 0 ? prefill(tokens) : run_once(tokens, pos, step, "decode");
         if (trace_ && step > 0) ++trace_->decode_steps;
         fed_.insert(fed_.end(), tokens.begin(), tokens.end());
+        alone_ = false;  // the retry went through: batch again
         return t;
       } catch (const Error& e) {
         // Every step is a graph the coordinator built and checked, so any
         // failure is the worker's: left, silent, refused or wrong. Another
         // worker takes over; one that fails every time is the request's
-        // fault, and its error goes back after max_failovers.
+        // fault, and its error goes back after max_failovers. The replay and
+        // retry go in calls of their own, so a row that fails every batched
+        // call it is in fails only its own sequence.
         if (attempt >= m_.options().max_failovers) throw;
         if (calling_) suspects_.insert(calling_->id());
         replace_lost_workers(e.what());
         rebuild = true;
+        alone_ = true;
       }
     }
   }
@@ -55,6 +65,7 @@ class PipelineRun {
     int64_t first = 0, end = 0;
     std::shared_ptr<RemoteWorker> worker;
     std::string session;
+    std::optional<StepScheduler::Member> member;  // while decoding there
   };
 
   // Assigns workers to the layer ranges, preferring distinct workers and
@@ -88,9 +99,13 @@ class PipelineRun {
       net_.pick(g->ops, g->features, hash, dead);
       throw Error(ErrorCode::NoWorker, "no connected worker holds model " + m_.id());
     }
-    std::sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) {
-      return a->in_flight() * std::max(1.0, a->ms_per_call()) < b->in_flight() * std::max(1.0, b->ms_per_call());
-    });
+    // Least expected wait first: the calls in flight, and the sequences
+    // decoding or waiting in the worker's batches (its calls in flight stay
+    // at one per stage while they queue in the scheduler).
+    std::map<std::string, double> load;
+    for (const auto& w : holders) load[w->id()] = (w->in_flight() + m_.scheduler().load(w->id())) * std::max(1.0, w->ms_per_call());
+    std::stable_sort(holders.begin(), holders.end(),
+                     [&](const auto& a, const auto& b) { return load[a->id()] < load[b->id()]; });
     std::vector<int64_t> memories;
     for (const auto& w : holders) memories.push_back(w->info().memory);
     const auto ranges = m_.plan_stages(memories);
@@ -111,7 +126,7 @@ class PipelineRun {
         if (ok) s.worker = w;
       }
       if (!s.worker) s.worker = net_.pick(g->ops, g->features, hash, dead);
-      stages_.push_back(s);
+      stages_.push_back(std::move(s));
     }
     if (trace_) {
       trace_->stage_workers.clear();
@@ -121,30 +136,63 @@ class PipelineRun {
     }
   }
 
-  int32_t run_once(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
+  // The prompt in chunks: while other sequences decode on the first stage, a
+  // chunk is about one decode batch's time (StepScheduler::prefill_chunk),
+  // so their streams go on between chunks. The first chunk allocates the
+  // caches; the rest continue them. A replay uses the same chunks.
+  int32_t prefill(const std::vector<int32_t>& prompt) {
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    const bool again = !chunks_.empty();
+    int32_t token = -1;
+    size_t k = 0;
+    for (int64_t at = 0; at < n; ++k) {
+      int64_t len;
+      if (again) {
+        len = chunks_.at(k);
+      } else {
+        len = std::min(n - at, m_.scheduler().prefill_chunk(stage_key(stages_[0])));
+        chunks_.push_back(len);
+      }
+      const std::vector<int32_t> part(prompt.begin() + at, prompt.begin() + at + len);
+      token = run_once(part, at, 0, at == 0 ? "prefill" : "continue");
+      at += len;
+    }
+    return token;
+  }
+
+  std::string stage_key(const Stage& s) const {
+    return StepScheduler::stage_key(*s.worker, m_.id(), s.first, s.end);
+  }
+
+  int32_t run_once(const std::vector<int32_t>& tokens, int64_t pos, int64_t step, const std::string& mode) {
     const int64_t T = static_cast<int64_t>(tokens.size());
-    const std::string mode = step == 0 ? "prefill" : "decode";
     Tensor ids = Tensor::empty({T});
     for (int64_t i = 0; i < T; ++i) ids.f32()[i] = static_cast<float>(tokens[i]);
     std::map<std::string, Tensor> carry;
     for (size_t si = 0; si < stages_.size(); ++si) {
       Stage& s = stages_[si];
       const auto g = m_.step_graph(s.first, s.end, mode, T, sample_);
-      Message msg(json{{"type", "run"},
-                       {"model", m_.id()},
-                       {"session", s.session},
-                       {"bind", {{"pos", pos}, {"step", step}}}});
-      const bool registered = !g->key.empty() && s.worker->has_graph(g->key);
-      if (!g->key.empty()) msg.header["graph"] = g->key;
-      if (!registered) msg.header["call"] = g->call;
-      msg.tensors["in:tokens"] = ids;
-      for (auto& [name, t] : carry) msg.tensors["in:" + name] = t;
+      StepCall c;
+      c.worker = s.worker;
+      c.model = m_.id();
+      c.session = s.session;
+      c.graph_key = g->key;
+      c.call = std::shared_ptr<const json>(g, &g->call);
+      c.outputs = &g->outputs;
+      c.bind = {{"pos", pos}, {"step", step}};
+      if (si + 1 == stages_.size()) c.bind.update(ServedModel::sample_bind(sample_));
+      c.tokens = T;
+      c.batchable = step > 0 && T == 1 && !g->key.empty();
+      c.alone = alone_;
+      c.inputs["in:tokens"] = ids;
+      for (auto& [name, t] : carry) c.inputs["in:" + name] = t;
+      const std::string stage = stage_key(s);
+      if (c.batchable && !s.member) s.member = m_.scheduler().join(stage);
       calling_ = s.worker;
-      Message reply = s.worker->call(std::move(msg), m_.options().call_timeout_s, CallKind::Step, &g->outputs);
+      Message reply = m_.scheduler().run(stage, c, m_.options().call_timeout_s);
       if (trace_ && step > 0)
         if (const auto ms = reply.header.find("ms"); ms != reply.header.end() && ms->is_number())
           trace_->decode_worker_ms += std::max(0.0, ms->get<double>());  // a worker's own report
-      if (!g->key.empty()) s.worker->note_graph(g->key);
       if (si + 1 < stages_.size()) {
         carry.clear();
         for (const auto& name : g->carry_out) {
@@ -155,7 +203,9 @@ class PipelineRun {
         }
       } else {
         auto it = reply.tensors.find("token");
-        if (it == reply.tensors.end() || it->second.numel() != 1) distrust(s, "it returned no token");
+        if (it == reply.tensors.end() || it->second.numel() != 1)
+          distrust(s, it == reply.tensors.end() ? "it returned no token"
+                                                : "it returned " + std::to_string(it->second.numel()) + " tokens for one");
         const float t = it->second.f32()[0];
         const int64_t vocab = m_.local().ir()["model"]["vocab"].get<int64_t>();
         if (!std::isfinite(t) || t != std::floor(t) || t < 0 || t >= vocab)
@@ -190,10 +240,10 @@ class PipelineRun {
   void replay() {
     if (fed_.empty()) return;  // the prefill itself failed: just run it again
     const int64_t n = static_cast<int64_t>(req_.prompt.size());
-    run_once(req_.prompt, 0, 0);
+    prefill(req_.prompt);
     for (size_t i = req_.prompt.size(); i < fed_.size(); ++i) {
       const int64_t k = static_cast<int64_t>(i) - n;  // decode step k+1 fed fed_[i] at pos n+k
-      run_once({fed_[i]}, n + k, k + 1);
+      run_once({fed_[i]}, n + k, k + 1, "decode");
     }
   }
 
@@ -209,6 +259,8 @@ class PipelineRun {
   json sample_;
   std::vector<Stage> stages_;
   std::vector<int32_t> fed_;  // the prompt, then every decoded token fed back
+  std::vector<int64_t> chunks_;  // the prompt's prefill chunks, for a replay
+  bool alone_ = false;           // send steps in calls of their own (after a failure)
   std::shared_ptr<RemoteWorker> calling_;  // the worker of the call in progress
   std::set<std::string> suspects_;         // workers that failed a step of this generation
 };

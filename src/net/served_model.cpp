@@ -24,6 +24,7 @@ int64_t node_layer(const std::string& id) {
 std::unique_ptr<ServedModel> ServedModel::open(const std::string& path, const ServeModelOptions& options) {
   std::unique_ptr<ServedModel> m(new ServedModel());
   m->options_ = options;
+  m->scheduler_ = std::make_unique<StepScheduler>(options.scheduler);
   m->fingerprint_ = fingerprint_model(path);
   ir::LocalModel::Options lo;
   lo.ctx = options.ctx;
@@ -130,17 +131,36 @@ std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vec
   return out;
 }
 
+json ServedModel::sample_bind(const json& sample) {
+  json bind = json::object();
+  for (const auto& [name, v] : sample.items())
+    if (v.is_number()) bind[sample_bind_name(name)] = v;
+  return bind;
+}
+
+std::string ServedModel::sample_bind_name(const std::string& param) {
+  std::string n = "sample" + param;
+  n[6] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[6])));
+  return n;
+}
+
 std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t first, int64_t end,
                                                                       const std::string& mode, int64_t tokens,
                                                                       const json& sample) {
+  // The sampling values are bind values (sample_bind), so sequences with
+  // other settings share one graph (and one batched call); only which
+  // settings are on (penalties add the token history) shapes the graph.
+  json shape = json::array();
+  for (const auto& [name, v] : sample.items()) shape.push_back(name);
   const std::string key = std::to_string(first) + "-" + std::to_string(end) + "/" + mode + "/" +
-                          std::to_string(tokens) + "/" + sample.dump();
+                          std::to_string(tokens) + "/" + shape.dump();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
   if (graphs_.size() > 256) graphs_.clear();  // generations running keep theirs (shared_ptr)
   ir::LowerOptions o;
-  o.mode = mode;
+  o.mode = mode == "continue" ? "prefill" : mode;
+  o.allocate = mode != "continue";  // a later chunk of a prompt writes on into the session's caches
   o.tokens = tokens;
   o.ctx = local_->ctx();
   o.logits = false;
@@ -150,6 +170,10 @@ std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t fi
   o.model_id = id();
   StepGraph g;
   g.call = ir::lower(local_->ir(), o, &local_->weights());
+  for (auto& n : g.call["nodes"])
+    if (n["op"] == "sample")
+      for (const auto& [name, v] : sample.items())
+        if (v.is_number() && n["params"].contains(name)) n["params"][name] = sample_bind_name(name);
   std::set<std::string> inputs = {"tokens"};
   for (const auto& n : g.call["nodes"]) {
     g.ops.insert(n["op"].get<std::string>());

@@ -20,6 +20,7 @@
 #include "model/chat_template/chat_template.h"
 #include "net/coordinator.h"
 #include "net/model_hash.h"
+#include "net/step_scheduler.h"
 
 namespace bonfire::net {
 
@@ -28,6 +29,7 @@ struct ServeModelOptions {
   int stages = 0;               // force this many pipeline stages (0: by workers' memory)
   double call_timeout_s = 120;  // one step on one worker
   int max_failovers = 4;        // per generation
+  SchedulerOptions scheduler;   // continuous batching (net/step_scheduler.h)
 };
 
 // What happened during one generation, for the response and the metrics.
@@ -58,7 +60,9 @@ class ServedModel {
   ir::GenerateResult generate(Coordinator& net, const ir::GenerateRequest& request, const ir::TokenCallback& on_token,
                               GenerationTrace* trace);
 
-  // The lowered step graph for layers [first, end) (cached). Decode graphs
+  // The lowered step graph for layers [first, end) (cached). `mode` is
+  // "prefill" (allocates the session's caches), "continue" (a later chunk of
+  // a prompt) or "decode" (one token). Decode graphs
   // also get a key under which workers keep them registered.
   struct StepGraph {
     nlohmann::json call;
@@ -70,10 +74,15 @@ class ServedModel {
   // Shared: the cache may drop it while a generation still runs it.
   std::shared_ptr<const StepGraph> step_graph(int64_t first, int64_t end, const std::string& mode, int64_t tokens,
                                               const nlohmann::json& sample);
+  // The bind values that carry a request's sampling settings (the `sample`
+  // op's params) into the graphs step_graph lowers.
+  static nlohmann::json sample_bind(const nlohmann::json& sample);
+  static std::string sample_bind_name(const std::string& param);  // "seed" -> "sampleSeed"
   // Pipeline placement for this request; throws NoWorker when no worker
   // holds the model.
   std::vector<std::pair<int64_t, int64_t>> plan_stages(const std::vector<int64_t>& memories) const;
   const ServeModelOptions& options() const { return options_; }
+  StepScheduler& scheduler() { return *scheduler_; }
 
  private:
   ServedModel() = default;
@@ -89,6 +98,7 @@ class ServedModel {
   int64_t edge_bytes_ = 0;            // embedding and head
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const StepGraph>> graphs_;
+  std::unique_ptr<StepScheduler> scheduler_;
 };
 
 }  // namespace bonfire::net

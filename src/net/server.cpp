@@ -365,6 +365,14 @@ nlohmann::json Server::workers_json() const {
       }
     out.back()["stages"] = held;
     out.back()["generations"] = generations;
+    nlohmann::json batching = nlohmann::json::array();
+    for (const auto& m : models_)
+      for (auto& st : m->scheduler().stats())
+        if (st["worker"] == i.id) {
+          st.erase("worker");
+          batching.push_back(std::move(st));
+        }
+    out.back()["batching"] = batching;
   }
   return {{"workers", out}};
 }
@@ -446,6 +454,24 @@ std::string Server::metrics_text() const {
   gauges.push_back({"bonfire_active_generations", "generations running now", {{"", static_cast<double>(active_generations_)}}});
   gauges.push_back(inflight);
   gauges.push_back(speed);
+  // Continuous batching, per stage (worker, model, layers): the sequences
+  // decoding there, the steps waiting for a call, the last batch's rows and
+  // the mean rows per batched call so far.
+  Metrics::Gauge sequences{"bonfire_batch_sequences", "sequences decoding on a stage", {}};
+  Metrics::Gauge queued{"bonfire_batch_queue", "steps waiting for a call on a stage (the queue beyond the running batch)", {}};
+  Metrics::Gauge last{"bonfire_batch_rows", "rows in a stage's last batched call", {}};
+  Metrics::Gauge occupancy{"bonfire_batch_occupancy", "mean rows per batched call on a stage", {}};
+  for (const auto& m : models_)
+    for (const auto& st : m->scheduler().stats()) {
+      const std::string label = prom_label("worker", st["worker"]) + "," + prom_label("model", st["model"]) + "," +
+                                prom_label("layers", st["layers"]);
+      sequences.values.push_back({label, st["sequences"].get<double>()});
+      queued.values.push_back({label, st["queued"].get<double>()});
+      last.values.push_back({label, st["lastBatch"].get<double>()});
+      const double batches = st["batches"].get<double>();
+      occupancy.values.push_back({label, batches > 0 ? st["rows"].get<double>() / batches : 0.0});
+    }
+  for (auto* g : {&sequences, &queued, &last, &occupancy}) gauges.push_back(*g);
   return metrics_.render(gauges);
 }
 
