@@ -68,6 +68,14 @@ std::function<int()> add_net_commands(CLI::App& app) {
                     "seconds a /api/v3/graph call may run on a worker (then 504; the worker stops it too)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  serve->add_option("--max-batch", o->serve.model.scheduler.max_batch,
+                    "most sequences in one batched decode call on a worker (1 turns batching off)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  serve->add_option("--prefill-chunk", o->serve.model.scheduler.max_chunk,
+                    "most prompt tokens in one prefill call (a prompt is cut into chunks while others decode)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
   serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
       ->capture_default_str();
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
