@@ -11,7 +11,9 @@
 //    With `--rounds N` the load runs N times, and the coordinator's resident
 //    memory (VmRSS, when this script started it) is printed after each
 //    round: memory that grows round over round is a leak. The check allows
-//    10% + 32 MiB of growth from the first round to the last.
+//    10% + 32 MiB of growth from the first round to the last. Per worker:
+//    decode steps per second and the mean rows per batched call (batch
+//    occupancy) over the round.
 // 2. The overhead per decode step: one greedy generation timed in one
 //    process (`bonfire generate --json`: timings.decodeMs) and through the
 //    coordinator and a worker (/api/v3/generate's timings.decodeMs); the
@@ -127,6 +129,19 @@ async function overheadPhase(url, model) {
 }
 
 await main('net_load', async () => {
+  // Per worker, summed over its stages: decode rows run and batched calls
+  // sent so far (/api/v3/workers' "batching", docs/NETWORK.md).
+  const batchingByWorker = async (u) => {
+    const out = {};
+    for (const w of (await getJson(u, '/api/v3/workers')).json.workers) {
+      out[w.id] = { rows: 0, batches: 0 };
+      for (const st of w.batching ?? []) {
+        out[w.id].rows += st.rows;
+        out[w.id].batches += st.batches;
+      }
+    }
+    return out;
+  };
   let url = opts.url;
   let model = opts.model;
   let pid = null;
@@ -147,7 +162,17 @@ await main('net_load', async () => {
   for (let round = 1; round <= opts.rounds; ++round) {
     log(`load round ${round}/${opts.rounds}: ${opts.concurrency} clients for ${opts.seconds} s on ${url} ` +
         `(${opts['max-tokens']} tokens per request)`);
+    const before = await batchingByWorker(url);
     load = await loadPhase(url);
+    const after = await batchingByWorker(url);
+    load.workers = Object.entries(after).map(([id, a]) => {
+      const b = before[id] ?? { rows: 0, batches: 0 };
+      const rows = a.rows - b.rows, batches = a.batches - b.batches;
+      return { id, stepsPerSecond: rows / load.seconds, occupancy: batches > 0 ? rows / batches : 0 };
+    });
+    for (const w of load.workers)
+      log(`worker ${w.id}: ${w.stepsPerSecond.toFixed(1)} decode steps/s (tokens/s of its stages), ` +
+          `${w.occupancy.toFixed(2)} rows per batched call`);
     const rss = rssMiB();
     rounds.push({ requests: load.requests, errors: load.errors, ttftP50Ms: load.ttftP50Ms, ttftP99Ms: load.ttftP99Ms,
                   tokensPerSecond: load.tokensPerSecond, rssMiB: rss });

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Continuous batching through `bonfire serve`, one run (docs/NETWORK.md):
+
+    python3 scripts/bench_batching.py --model /tmp/benchmodel/model-q8_0.gguf [--streams 8] [--tokens 64]
+
+Starts `bonfire serve --model M` (its in-process worker), then
+1. one streamed generation alone: its decode tokens/s (timings.decodeMs);
+2. `--streams` streamed generations at once (different prompts, half greedy,
+   half seeded): their aggregate decode tokens/s, from the first token of the
+   last stream to start decoding to the last token of the first to finish
+   (the window where all of them decode together), and over the whole run;
+3. the same requests one at a time, to check every sequence's tokens equal
+   its solo run.
+Prints one JSON line with the figures. Speed is reported, never judged.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def stream(url, body):
+    """Token arrival times and the final event of one streamed generation."""
+    req = urllib.request.Request(url + "/api/v3/generate", data=json.dumps({**body, "stream": True}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    times, done = [], None
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            ev = json.loads(line[5:])
+            if ev.get("done"):
+                done = ev
+            elif "token" in ev:
+                times.append(time.monotonic())
+            elif "error" in ev:
+                raise RuntimeError(ev)
+    return times, done
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--port", type=int, default=18390)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bonfire"))
+    a = ap.parse_args()
+    serve = subprocess.Popen([a.binary, "serve", "--model", a.model, "--port", str(a.port), "--ctx", "1024",
+                              "--quiet"], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{a.port}"
+    try:
+        for _ in range(600):
+            try:
+                ws = json.load(urllib.request.urlopen(url + "/api/v3/workers", timeout=5))["workers"]
+                if ws and ws[0]["models"]:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        bodies = []
+        for i in range(a.streams):
+            b = {"prompt": f"Story number {i}: once upon a time there was a", "maxTokens": a.tokens, "ignoreEos": True}
+            b.update({"temperature": 0.8, "seed": 100 + i, "topP": 0.9} if i % 2 else {"temperature": 0})
+            bodies.append(b)
+        stream(url, bodies[0])  # warm-up: graphs registered, pages touched
+        _, alone = stream(url, bodies[0])
+        single = (len(alone["tokens"]) - 1) / (alone["timings"]["decodeMs"] / 1000)
+        results = [None] * a.streams
+        def run(i):
+            results[i] = stream(url, bodies[i])
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(a.streams)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - t0
+        start = max(r[0][0] for r in results)  # all decode from here
+        end = min(r[0][-1] for r in results)   # until the first finishes
+        together = sum(sum(1 for x in r[0] if start < x <= end) for r in results) / (end - start)
+        overall = sum(len(r[0]) for r in results) / wall
+        same = True
+        for i, b in enumerate(bodies):
+            _, d = stream(url, b)
+            same = same and d["tokens"] == results[i][1]["tokens"]
+        out = {"streams": a.streams, "tokens": a.tokens, "singleDecodeTokPerS": single,
+               "aggregateDecodeTokPerS": together, "ratio": together / single,
+               "overallTokPerS": overall, "wallS": wall, "tokensEqualSolo": same}
+        print(f"single stream decode {single:.2f} tok/s; {a.streams} streams decoding together "
+              f"{together:.2f} tok/s ({together / single:.2f}x); whole run {overall:.2f} tok/s in {wall:.1f} s; "
+              f"tokens equal to solo runs: {same}", file=sys.stderr)
+        print(json.dumps(out))
+        return 0 if same else 1
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
