@@ -10,7 +10,10 @@ Starts `bonfire serve --model M` (its in-process worker), then
    last stream to start decoding to the last token of the first to finish
    (the window where all of them decode together), and over the whole run;
 3. the same requests one at a time, to check every sequence's tokens equal
-   its solo run.
+   its solo run;
+4. for a GGUF, llama.cpp decoding as many sequences in one batch
+   (scripts/bench_llama_cpp.py --parallel, llama-batched-bench's way), and
+   the ratio of the aggregate decode speeds.
 Prints one JSON line with the figures. Speed is reported, never judged.
 """
 import argparse
@@ -53,6 +56,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--port", type=int, default=18390)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bonfire"))
+    ap.add_argument("--no-llama", action="store_true", help="skip the llama.cpp batched reference")
     a = ap.parse_args()
     serve = subprocess.Popen([a.binary, "serve", "--model", a.model, "--port", str(a.port), "--ctx", "1024",
                               "--quiet"], stderr=subprocess.DEVNULL)
@@ -98,6 +102,21 @@ def main():
         print(f"single stream decode {single:.2f} tok/s; {a.streams} streams decoding together "
               f"{together:.2f} tok/s ({together / single:.2f}x); whole run {overall:.2f} tok/s in {wall:.1f} s; "
               f"tokens equal to solo runs: {same}", file=sys.stderr)
+        if a.model.endswith(".gguf") and not a.no_llama:
+            # llama.cpp decoding the same number of sequences in one batch
+            # (llama-batched-bench's way), right after, with serve idle.
+            ref = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "bench_llama_cpp.py"),
+                                  "--model", a.model, "--parallel", str(a.streams), "--prefill", "16",
+                                  "--decode", str(a.tokens), "--reps", "1", "--threads", str(os.cpu_count())],
+                                 capture_output=True, text=True)
+            try:
+                llama = json.loads(ref.stdout.strip().splitlines()[-1])
+                out["llamaCppBatchedDecodeTokPerS"] = llama["decode_tps"]
+                out["ratioToLlamaCpp"] = together / llama["decode_tps"]
+                print(f"llama.cpp, {a.streams} sequences in one batch: {llama['decode_tps']:.2f} tok/s; "
+                      f"bonfire / llama.cpp {together / llama['decode_tps']:.2f}x", file=sys.stderr)
+            except (IndexError, ValueError, KeyError):
+                print("llama.cpp reference failed: " + ref.stderr[-500:], file=sys.stderr)
         print(json.dumps(out))
         return 0 if same else 1
     finally:

@@ -21,6 +21,9 @@ llama-bench does:
     a ggml threadpool with --threads threads and polling level --poll (50)
     attached as llama-bench does.
 
+With --parallel P: P sequences as llama-batched-bench measures them; the
+tokens/s are then aggregate over the P sequences.
+
 Prints one JSON line: {"prefill_tps", "decode_tps", "threads", "model",
 "n_prefill", "n_decode", "reference", ...}.
 """
@@ -94,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll", type=int, default=50,
                     help="threadpool polling level 0..100 (llama-bench: 50; 0 suffers less on a busy machine)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="sequences decoded together, as llama-batched-bench does: each gets --prefill tokens "
+                         "(all in one batch), then --decode steps of one token per sequence in one batch")
     args = ap.parse_args(argv)
 
     libdir = find_libdir()
@@ -119,10 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
 
     cp = lib.llama_context_default_params()
-    n_ctx = args.prefill + args.decode
+    P = max(args.parallel, 1)
+    n_ctx = (args.prefill + args.decode) * P
     cp.n_ctx = n_ctx
-    cp.n_batch = cp.n_ubatch = max(args.prefill, 1)
-    cp.n_seq_max = 1
+    cp.n_batch = cp.n_ubatch = max(args.prefill * P, P)
+    cp.n_seq_max = P
     cp.n_threads = cp.n_threads_batch = args.threads
     cp.type_k = cp.type_v = KV_TYPES[args.kv_type]
     cp.flash_attn_type = FLASH[args.flash_attn]
@@ -163,12 +170,47 @@ def main(argv: list[str] | None = None) -> int:
         t3 = time.perf_counter_ns()
         return args.prefill / ((t1 - t0) * 1e-9), args.decode / ((t3 - t2) * 1e-9)
 
+    def batched_rep() -> tuple[float, float]:
+        """llama-batched-bench's way: P prompts in one batch, then P tokens per decode call."""
+        lib.llama_memory_clear(mem, False)
+        batch = lib.llama_batch_init(max(args.prefill * P, P), 0, 1)
+        try:
+            def fill(tokens, positions, seqs, logits):
+                batch.n_tokens = len(tokens)
+                for i, (t, p, q, l) in enumerate(zip(tokens, positions, seqs, logits)):
+                    batch.token[i], batch.pos[i], batch.n_seq_id[i] = int(t), int(p), 1
+                    batch.seq_id[i][0] = int(q)
+                    batch.logits[i] = 1 if l else 0
+            n = args.prefill
+            fill(rng.choice(ordinary, size=n * P), [i % n for i in range(n * P)], [i // n for i in range(n * P)],
+                 [i % n == n - 1 for i in range(n * P)])
+            t0 = time.perf_counter_ns()
+            rc = lib.llama_decode(ctx, batch)
+            lib.llama_synchronize(ctx)
+            t1 = time.perf_counter_ns()
+            if rc != 0:
+                raise RuntimeError(f"llama_decode(batched prefill) returned {rc}: {last_error(ll.log)}")
+            t2 = time.perf_counter_ns()
+            for step in range(args.decode):
+                fill(rng.choice(ordinary, size=P), [n + step] * P, range(P), [True] * P)
+                rc = lib.llama_decode(ctx, batch)
+                lib.llama_synchronize(ctx)
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode(batched decode) returned {rc}: {last_error(ll.log)}")
+            t3 = time.perf_counter_ns()
+            return n * P / ((t1 - t0) * 1e-9), args.decode * P / ((t3 - t2) * 1e-9)
+        finally:
+            lib.llama_batch_free(batch)
+
+    if P > 1:
+        one_rep = batched_rep  # noqa: F811 (the same counting below, P sequences at a time)
     one_rep()                                      # warm-up, not counted
     runs = [one_rep() for _ in range(max(args.reps, 1))]
     pre, dec = [r[0] for r in runs], [r[1] for r in runs]
     out = {
         "prefill_tps": round(statistics.mean(pre), 3), "decode_tps": round(statistics.mean(dec), 3),
         "threads": args.threads, "model": str(args.model), "n_prefill": args.prefill, "n_decode": args.decode,
+        "parallel": P,
         "stat": f"mean of {len(runs)} reps after 1 warm-up", "prefill_tps_best": round(max(pre), 3),
         "decode_tps_best": round(max(dec), 3), "prefill_tps_reps": [round(x, 3) for x in pre],
         "decode_tps_reps": [round(x, 3) for x in dec], "kv_type": args.kv_type, "flash_attn": fa,
