@@ -102,5 +102,21 @@ int main(int argc, char** argv) {
                   100 * bytes / sec / bw);
     }
   }
+  // Batched decode (graph/batch.h): q8_0 against 8 int8 activation rows,
+  // the way a batched call's products run (each output its own dot).
+  {
+    const int64_t M = 8, rb = row_bytes(DType::Q8_0, K);
+    std::vector<uint8_t> q(N * rb);
+    for (int64_t r = 0; r < N; ++r) quantize_row(DType::Q8_0, &w[r * K], q.data() + r * rb, K);
+    std::vector<float> xs(M * K);
+    for (auto& v : xs) v = nd(rng);
+    std::vector<float> out(N * M);
+    Int8Scope int8;
+    BatchRowsScope apart;
+    const double sec = best_time([&] {
+      gemm_nt(xs.data(), M, K, WeightRows{DType::Q8_0, q.data(), N, K}, out.data(), N);
+    }, 10);
+    std::printf("q8_0 int8 x %lld rows: %.1f us (%.1f GMAC/s)\n", (long long)M, sec * 1e6, M * N * K / sec / 1e9);
+  }
   return 0;
 }
