@@ -49,6 +49,73 @@ def stream(url, body):
     return times, done
 
 
+def latency_phase(url, streams, long_tokens, words):
+    """Time to first token of short requests and the streams' step time while
+    `streams` sequences decode, without and then with one `long_tokens`-token
+    prompt arriving (chunked prefill keeps the streams going)."""
+    gaps = [[] for _ in range(streams)]
+    stop = threading.Event()
+
+    def decode_stream(i):
+        body = {"prompt": f"Stream {i}: the long road", "maxTokens": 4000, "ignoreEos": True, "temperature": 0,
+                "stream": True}
+        req = urllib.request.Request(url + "/api/v3/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        last = None
+        with urllib.request.urlopen(req, timeout=3600) as r:
+            for line in r:
+                if stop.is_set():
+                    return  # closing the stream cancels the generation
+                if line.startswith(b"data:") and b'"token"' in line:
+                    now = time.monotonic()
+                    if last is not None:
+                        gaps[i].append((now, now - last))
+                    last = now
+
+    def ttft(body):
+        t0 = time.monotonic()
+        req = urllib.request.Request(url + "/api/v3/generate", data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=3600) as r:
+            for line in r:
+                if line.startswith(b"data:"):
+                    return time.monotonic() - t0
+        return float("nan")
+
+    def pct(v, q):
+        v = sorted(v)
+        return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+    threads = [threading.Thread(target=decode_stream, args=(i,), daemon=True) for i in range(streams)]
+    for t in threads:
+        t.start()
+    while min(len(g) for g in gaps) < 3:
+        time.sleep(0.2)
+    t_a = time.monotonic()
+    quiet_ttft = [ttft({"prompt": f"Question {k}:", "maxTokens": 1}) for k in range(5)]
+    t_b = time.monotonic()
+    quiet_gaps = [d for g in gaps for (t, d) in g if t_a <= t <= t_b]
+    # The long prompt, then short requests while it is read.
+    long_prompt = " ".join(words[k % len(words)] for k in range(long_tokens))
+    done = {}
+    lt = threading.Thread(target=lambda: done.update(t=ttft({"prompt": long_prompt, "maxTokens": 1})), daemon=True)
+    t_c = time.monotonic()
+    lt.start()
+    time.sleep(1.0)
+    busy_ttft = []
+    while lt.is_alive() and len(busy_ttft) < 5:
+        busy_ttft.append(ttft({"prompt": f"Question {len(busy_ttft)}:", "maxTokens": 1}))
+    lt.join()
+    t_d = time.monotonic()
+    busy_gaps = [d for g in gaps for (t, d) in g if t_c <= t <= t_d]
+    stop.set()
+    return {"quietStepMsP50": 1000 * pct(quiet_gaps, 0.5), "quietStepMsP99": 1000 * pct(quiet_gaps, 0.99),
+            "quietTtftMsP50": 1000 * pct(quiet_ttft, 0.5), "quietTtftMsP99": 1000 * pct(quiet_ttft, 0.99),
+            "longPromptStepMsP50": 1000 * pct(busy_gaps, 0.5), "longPromptStepMsP99": 1000 * pct(busy_gaps, 0.99),
+            "longPromptTtftMsP50": 1000 * pct(busy_ttft, 0.5), "longPromptTtftMsP99": 1000 * pct(busy_ttft, 0.99),
+            "longPromptFirstTokenS": done.get("t", float("nan")), "longPromptWords": long_tokens}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -57,8 +124,12 @@ def main():
     ap.add_argument("--port", type=int, default=18390)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bonfire"))
     ap.add_argument("--no-llama", action="store_true", help="skip the llama.cpp batched reference")
+    ap.add_argument("--latency", type=int, default=0, metavar="WORDS",
+                    help="instead: time to first token and step time while the streams decode, without and with "
+                         "a prompt of WORDS words arriving (e.g. 2000)")
     a = ap.parse_args()
-    serve = subprocess.Popen([a.binary, "serve", "--model", a.model, "--port", str(a.port), "--ctx", "1024",
+    serve = subprocess.Popen([a.binary, "serve", "--model", a.model, "--port", str(a.port),
+                              "--ctx", str(4096 if a.latency else 1024),
                               "--quiet"], stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{a.port}"
     try:
@@ -70,6 +141,19 @@ def main():
             except OSError:
                 pass
             time.sleep(0.5)
+        if a.latency:
+            words = "the of and a to in is was he for it with as his on be at by had".split()
+            out = latency_phase(url, a.streams, a.latency, words)
+            print(f"{a.streams} streams decoding: step p50 {out['quietStepMsP50']:.0f} ms, p99 "
+                  f"{out['quietStepMsP99']:.0f} ms; a new request's first token p50 {out['quietTtftMsP50']:.0f} ms, "
+                  f"p99 {out['quietTtftMsP99']:.0f} ms", file=sys.stderr)
+            print(f"while a {a.latency}-word prompt is read: step p50 {out['longPromptStepMsP50']:.0f} ms "
+                  f"({out['longPromptStepMsP50'] / out['quietStepMsP50']:.2f}x), p99 "
+                  f"{out['longPromptStepMsP99']:.0f} ms; a new request's first token p50 "
+                  f"{out['longPromptTtftMsP50']:.0f} ms, p99 {out['longPromptTtftMsP99']:.0f} ms; the long prompt's "
+                  f"first token after {out['longPromptFirstTokenS']:.1f} s", file=sys.stderr)
+            print(json.dumps(out))
+            return 0
         bodies = []
         for i in range(a.streams):
             b = {"prompt": f"Story number {i}: once upon a time there was a", "maxTokens": a.tokens, "ignoreEos": True}
