@@ -13,7 +13,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 # The libFuzzer targets (docs/FUZZING.md): a Clang build of the parsers under
 # ASan + UBSan in build-fuzz, then each target a short run over its committed
-# corpus (tests/fuzz/corpus/); a crash, leak or UB report fails the run.
+# corpus (tests/fuzz/corpus/), and the parsers' unit tests under the same
+# sanitizers (asan.*); a crash, leak or UB report fails the run.
 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DBONFIRE_FUZZ=ON -DBONFIRE_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j2 --target fuzz_all
 ctest --test-dir build-fuzz --output-on-failure -j2 --timeout 600

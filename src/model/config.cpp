@@ -420,7 +420,10 @@ TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int6
   auto take = [](TensorCensus::Named& slot, const std::string& name, const std::vector<int64_t>& shape) {
     if (!slot.found() || name < slot.name) slot = {name, shape};
   };
-  for (const auto& [name, shape] : tensors) {
+  for (const auto& entry : tensors) {
+    // Named, not bound: Clang 14 (the fuzz build) cannot capture a structured binding.
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& shape = entry.second;
     const std::vector<std::string> seg = segments(name);
     // A multimodal checkpoint's vision or audio tower has layers, q_proj...
     // of its own (Gemma 3's vision_tower); only the language model counts.

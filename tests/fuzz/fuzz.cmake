@@ -3,7 +3,8 @@
 #
 #   CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DBONFIRE_FUZZ=ON -DBONFIRE_TESTS=OFF
 #   cmake --build build-fuzz -j2 --target fuzz_all
-#   ctest --test-dir build-fuzz          # every target, a short run over its corpus
+#   ctest --test-dir build-fuzz          # every target, a short run over its corpus,
+#                                        # and the parsers' unit tests under the sanitizers
 #
 # The library sources are compiled once, -O1 with ASan + UBSan and libFuzzer's
 # coverage (fuzzer-no-link), into one static archive; each target links only
@@ -87,3 +88,37 @@ foreach(name ${BONFIRE_FUZZ_TARGETS})
   set_tests_properties(fuzz.${name} PROPERTIES TIMEOUT 300)
   file(MAKE_DIRECTORY ${scratch} ${CMAKE_BINARY_DIR}/fuzz-artifacts)
 endforeach()
+
+# The parsers' unit tests under the same sanitizers (ASan + UBSan, -O1):
+# a truncated or lying file must fail cleanly, never read past a buffer.
+# They link the fuzz library plus the few layers it leaves out that these
+# tests reach (model configs and families, the lowering, generation, the
+# network's URL and model-hash helpers), compiled the same way.
+option(BONFIRE_ASAN_TESTS "the parsers' unit tests under ASan + UBSan" ON)
+if(BONFIRE_ASAN_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+  set(ASAN_EXTRA_SRC ${MODEL_SRC} ${IR_SRC})
+  list(FILTER ASAN_EXTRA_SRC INCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$|src/ir/(families/.*|lower[^/]*|generation|perplexity)\\.cpp$")
+  list(APPEND ASAN_EXTRA_SRC src/net/model_hash.cpp src/net/url.cpp)
+  add_library(bonfire_asan_extra STATIC ${ASAN_EXTRA_SRC})
+  target_compile_options(bonfire_asan_extra PRIVATE ${FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
+  target_link_libraries(bonfire_asan_extra PUBLIC bonfire_fuzz_lib)
+  set(ASAN_TESTS graph_test expr_test safetensors_test gguf_test tokenizer_test chat_template_test
+                 ir_validate_test net_frame_test json_parse_test)
+  set(ASAN_TEST_SRC "")
+  foreach(t ${ASAN_TESTS})
+    list(APPEND ASAN_TEST_SRC ${CMAKE_SOURCE_DIR}/tests/${t}.cpp)
+  endforeach()
+  add_executable(bonfire_asan_tests ${ASAN_TEST_SRC})
+  target_compile_options(bonfire_asan_tests PRIVATE ${FUZZ_FLAGS})
+  # fuzzer-no-link: the coverage hooks the library's objects call, without
+  # libFuzzer's main (GoogleTest has its own).
+  target_link_options(bonfire_asan_tests PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+  target_link_libraries(bonfire_asan_tests PRIVATE bonfire_asan_extra bonfire_fuzz_lib GTest::gtest GTest::gtest_main)
+  target_compile_definitions(bonfire_asan_tests PRIVATE BONFIRE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  set_target_properties(bonfire_asan_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  add_dependencies(fuzz_all bonfire_asan_tests)
+  gtest_discover_tests(bonfire_asan_tests TEST_PREFIX "asan." DISCOVERY_TIMEOUT 120
+                       PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()
