@@ -18,12 +18,10 @@ export const SRC = process.env.BONFIRE_SOURCE_DIR ||
 export const BIN = process.env.BONFIRE_BINARY || path.join(SRC, 'build', 'bonfire');
 const PYTHON = '/usr/bin/python3';
 
-// OpenMP threads spin while they wait for work by default. A test runs a
-// coordinator and several workers on a machine with a few cores, often next
-// to a build; spinning threads of one process then starve the others and a
-// step that takes a millisecond alone takes hundreds. Passive waiting keeps
-// the tests' timing sane; it changes no result. A caller's setting wins.
-const CHILD_ENV = { OMP_WAIT_POLICY: 'PASSIVE', ...process.env };
+// The children's environment: this process's (bonfire's own thread pool
+// polls only briefly before it sleeps, so no setting is needed to keep
+// several processes on a few cores from starving each other).
+const CHILD_ENV = { ...process.env };
 
 const children = [];  // {name, proc, log: string[], exit: Promise<code>}
 const started = Date.now();
