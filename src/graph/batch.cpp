@@ -190,15 +190,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       kind[i] = Kind::PerRow;
   }
 
-  // Last reader of every node value; outputs and retained values stay.
-  std::vector<int> last_use(g.nodes.size(), -1);
-  std::vector<bool> pinned(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& ref : g.nodes[i].in)
-      if (ref.kind == Ref::Node) last_use[ref.node] = (int)i;
-  for (const auto& o : g.outputs)
-    if (o.kind == Ref::Node) pinned[o.node] = true;
-  for (const auto& [k, ref] : g.retain) pinned[ref.node] = true;
+  const auto [last_use, pinned] = detail::value_lifetimes(g);
 
   // Pass 2: run.
   detail::BufferPool& pool = detail::thread_buffer_pool();

@@ -117,6 +117,18 @@ std::vector<Planned> plan_nodes(const Graph& g, const json& bind, const External
   return plan;
 }
 
+Lifetimes value_lifetimes(const Graph& g) {
+  Lifetimes l{std::vector<int>(g.nodes.size(), -1), std::vector<bool>(g.nodes.size(), false)};
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& r : g.nodes[i].in)
+      if (r.kind == Ref::Node) l.last_use[r.node] = (int)i;
+  for (const auto& o : g.outputs)
+    if (o.kind == Ref::Node) l.pinned[o.node] = true;
+  for (const auto& [k, r] : g.retain)
+    if (r.kind == Ref::Node) l.pinned[r.node] = true;
+  return l;
+}
+
 void check_deadline(const Limits& limits, const GraphNode& node) {
   if (limits.deadline_ms > 0 && steady_now_ms() > limits.deadline_ms)
     throw Error(ErrorCode::Timeout, "the call ran over its time budget (stopped before node " + node.id + ")",
@@ -197,16 +209,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   for (const auto& [k, r] : g.retain)
     if (r.kind != Ref::Node) external(r, "");
 
-  // Last reader of every node value; outputs and retained values stay.
-  std::vector<int> last_use(g.nodes.size(), -1);
-  std::vector<bool> pinned(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& r : g.nodes[i].in)
-      if (r.kind == Ref::Node) last_use[r.node] = (int)i;
-  for (const auto& o : g.outputs)
-    if (o.kind == Ref::Node) pinned[o.node] = true;
-  for (const auto& [k, r] : g.retain)
-    if (r.kind == Ref::Node) pinned[r.node] = true;
+  const auto [last_use, pinned] = detail::value_lifetimes(g);
 
   // Pass 2: run.
   std::vector<Tensor> values(g.nodes.size());

@@ -46,6 +46,14 @@ using ExternalDesc = std::function<TensorDesc(const Ref& r, const std::string& n
 std::vector<Planned> plan_nodes(const Graph& g, const nlohmann::json& bind, const ExternalDesc& external,
                                 const Limits& limits, int64_t* total_bytes);
 
+// When each node's value may go back to the pool: after node last_use[i]
+// reads it (-1: nothing does), unless it is pinned (an output or retained).
+struct Lifetimes {
+  std::vector<int> last_use;
+  std::vector<bool> pinned;
+};
+Lifetimes value_lifetimes(const Graph& g);
+
 // Throws Timeout when the call's deadline has passed, before `node` runs.
 void check_deadline(const Limits& limits, const GraphNode& node);
 
