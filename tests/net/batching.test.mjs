@@ -2,7 +2,8 @@
 // concurrent generations share each decode step on a worker, and every
 // sequence's tokens equal its solo run, greedy and seeded, on one worker and
 // through a two-stage pipeline, also when a worker is killed mid-batch with
-// a standby connected. The coordinator's metrics show the batches.
+// a standby connected; and a prompt read in chunks while others decode gives
+// the tokens it gives alone. The coordinator's metrics show the batches.
 import {
   check, checkEqual, getJson, log, main, postJson, startServe, startWorker, testModel, waitFor, workers,
 } from './harness.mjs';
@@ -40,6 +41,8 @@ async function metric(serve, name) {
   return text.split('\n').filter((l) => l.startsWith(name + '{')).map((l) => Number(l.split(' ').pop()));
 }
 
+let want0 = null;  // the solo runs' tokens on one worker
+
 await main('batching', async () => {
   const model = `${testModel('llama', 'f32', MODEL_ARGS)}/hf`;
 
@@ -48,6 +51,7 @@ await main('batching', async () => {
     const serve = await startServe(['--model', model]);
     await waitFor(async () => (await workers(serve.url)).some((w) => w.models.length === 1), 60000, 'the local worker');
     const want = await solo(serve);
+    want0 = want;
     const runs = await concurrent(serve);
     runs.forEach((r, i) => {
       check(r.status === 200, `concurrent ${i}: HTTP ${r.status}: ${r.text}`);
@@ -99,5 +103,22 @@ await main('batching', async () => {
     });
     check(failovers >= 1, 'no sequence reports a failover after the kill');
     log(`worker ${killed} killed mid-batch: every sequence kept its tokens (${failovers} failovers)`);
+  }
+
+  // ---- a prompt read in chunks (--prefill-chunk 8) while others decode ----
+  {
+    const serve = await startServe(['--model', model, '--prefill-chunk', '8']);
+    await waitFor(async () => (await workers(serve.url)).some((w) => w.models.length === 1), 60000, 'the local worker');
+    const long = { tokens: Array.from({ length: 45 }, (_, i) => 1 + ((i * 37) % 4000)), maxTokens: 16, ignoreEos: true };
+    const alone = await postJson(serve.url, '/api/v3/generate', long);
+    check(alone.status === 200 && alone.json.tokens.length === 16, `the chunked prompt alone: ${alone.text}`);
+    const busy = bodies.map((b) => postJson(serve.url, '/api/v3/generate', b));
+    await waitFor(async () => (await workers(serve.url))[0].batching.some((b) => b.sequences >= 2), 30000,
+                  'sequences decoding');
+    const during = await postJson(serve.url, '/api/v3/generate', long);
+    check(during.status === 200, `the chunked prompt while others decode: ${during.text}`);
+    checkEqual(during.json.tokens, alone.json.tokens, 'a prompt read in 8-token chunks, alone and beside a batch');
+    (await Promise.all(busy)).forEach((r, i) => checkEqual(r.json.tokens, want0[i], `sequence ${i} beside the chunked prompt`));
+    log('a 45-token prompt in 8-token chunks gives the same tokens alone and while 8 sequences decode');
   }
 });
