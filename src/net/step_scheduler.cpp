@@ -108,36 +108,45 @@ std::vector<StepScheduler::Pending*> StepScheduler::next_call(Stage& st, Clock::
   return rows;
 }
 
-void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double timeout_s) {
+// The run message for these rows: a batched call (docs/PROTOCOL-EXTENSIONS.md)
+// when there are several, else the step's own call.
+Message StepScheduler::call_message(const std::vector<Pending*>& rows) {
   StepCall& first = *rows[0]->step;
-  const bool batched = rows.size() > 1;
   Message msg(json{{"type", "run"}, {"model", first.model}});
   if (!first.graph_key.empty()) msg.header["graph"] = first.graph_key;
   if (first.graph_key.empty() || !first.worker->has_graph(first.graph_key)) msg.header["call"] = *first.call;
-  if (batched) {
-    json list = json::array();
-    for (const auto* p : rows) list.push_back({{"session", p->step->session}, {"bind", p->step->bind}});
-    msg.header["rows"] = std::move(list);
-    for (const auto& [name, t] : first.inputs) {
-      std::vector<const Tensor*> parts;
-      for (const auto* p : rows) {
-        auto it = p->step->inputs.find(name);
-        if (it == p->step->inputs.end()) throw Error(ErrorCode::Internal, "a batched row lacks input " + name);
-        parts.push_back(&it->second);
-      }
-      msg.tensors[name] = stack(parts);
-    }
-  } else {
+  if (rows.size() == 1) {
     msg.header["session"] = first.session;
     msg.header["bind"] = first.bind;
     msg.tensors = first.inputs;
+    return msg;
   }
+  json list = json::array();
+  for (const auto* p : rows) list.push_back({{"session", p->step->session}, {"bind", p->step->bind}});
+  msg.header["rows"] = std::move(list);
+  for (const auto& [name, t] : first.inputs) {
+    std::vector<const Tensor*> parts;
+    for (const auto* p : rows) {
+      auto it = p->step->inputs.find(name);
+      if (it == p->step->inputs.end()) throw Error(ErrorCode::Internal, "a batched row lacks input " + name);
+      parts.push_back(&it->second);
+    }
+    msg.tensors[name] = stack(parts);
+  }
+  return msg;
+}
+
+// Never throws: whatever goes wrong is every row's error (a thread waiting
+// for its row must always be woken).
+void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double timeout_s) {
+  StepCall& first = *rows[0]->step;
+  const bool batched = rows.size() > 1;
   const auto t0 = Clock::now();
   const int strikes_before = first.worker->strikes();
   Message reply;
   std::exception_ptr error;
   try {
-    reply = first.worker->call(std::move(msg), timeout_s, CallKind::Step, first.outputs);
+    reply = first.worker->call(call_message(rows), timeout_s, CallKind::Step, first.outputs);
     if (!first.graph_key.empty()) first.worker->note_graph(first.graph_key);
     if (batched)
       for (const auto& [name, t] : reply.tensors)
@@ -168,13 +177,17 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
   }
   for (size_t r = 0; r < rows.size(); ++r) {
     Pending& p = *rows[r];
-    if (error) {
-      p.error = error;
-    } else if (!batched) {
-      p.reply = std::move(reply);
-    } else {
-      p.reply.header = reply.header;
-      for (const auto& [name, t] : reply.tensors) p.reply.tensors[name] = row_of(t, r, rows.size());
+    try {
+      if (error) {
+        p.error = error;
+      } else if (!batched) {
+        p.reply = std::move(reply);
+      } else {
+        p.reply.header = reply.header;
+        for (const auto& [name, t] : reply.tensors) p.reply.tensors[name] = row_of(t, r, rows.size());
+      }
+    } catch (...) {
+      p.error = std::current_exception();
     }
     p.done = true;
   }

@@ -113,6 +113,7 @@ class StepScheduler {
   // `wake` is when a waiting row should look again.
   std::vector<Pending*> next_call(Stage& st, std::chrono::steady_clock::time_point now,
                                   std::chrono::steady_clock::time_point* wake);
+  static Message call_message(const std::vector<Pending*>& rows);
   void send(Stage& st, const std::vector<Pending*>& rows, double timeout_s);
 
   SchedulerOptions options_;
