@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include "core/error.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -68,6 +70,24 @@ Tensor to_f32(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape);
   const int64_t n = t.cols();
   for (int64_t r = 0; r < t.rows(); ++r) dequantize_row(t.dtype, t.row(r), out.f32() + r * n, n);
+  return out;
+}
+
+Tensor axis0_part(const Tensor& t, int64_t i, int64_t parts) {
+  Shape s = t.shape.empty() ? Shape{1} : t.shape;
+  s[0] /= parts;
+  return Tensor::view(DType::F32, s, const_cast<float*>(t.f32()) + i * shape_numel(s), t.owner);
+}
+
+Tensor stack_axis0(const std::vector<const Tensor*>& parts, const std::function<Tensor(const Shape&)>& alloc) {
+  Shape s = parts[0]->shape.empty() ? Shape{1} : parts[0]->shape;
+  const int64_t each = shape_numel(s);
+  s[0] *= static_cast<int64_t>(parts.size());
+  Tensor out = alloc(s);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i]->numel() != each) bad_graph("the parts to stack have different shapes");
+    std::memcpy(out.f32() + i * each, parts[i]->f32(), each * sizeof(float));
+  }
   return out;
 }
 

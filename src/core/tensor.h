@@ -3,6 +3,7 @@
 // `owner` keeps them alive, whether they are a heap buffer or a mapped file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,5 +55,13 @@ struct Tensor {
 
 // A deep copy into a fresh f32 buffer (dequantizing packed data).
 Tensor to_f32(const Tensor& t);
+
+// Part `i` of `parts` equal parts of an f32 tensor along axis 0 (a scalar
+// counts as [1]), without a copy: it shares t's buffer.
+Tensor axis0_part(const Tensor& t, int64_t i, int64_t parts);
+// f32 tensors of one shape concatenated along axis 0 into a buffer from
+// `alloc` (Tensor::empty by default).
+Tensor stack_axis0(const std::vector<const Tensor*>& parts,
+                   const std::function<Tensor(const Shape&)>& alloc = Tensor::empty);
 
 }  // namespace bonfire

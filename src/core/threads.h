@@ -45,6 +45,18 @@ void adapt_to_machine_load();
 uint32_t thread_flags();
 void set_thread_flags(uint32_t flags);
 
+// Sets `bits` in this thread's flags until the scope ends.
+class ThreadFlagsScope {
+ public:
+  explicit ThreadFlagsScope(uint32_t bits) : saved_(thread_flags()) { set_thread_flags(saved_ | bits); }
+  ~ThreadFlagsScope() { set_thread_flags(saved_); }
+  ThreadFlagsScope(const ThreadFlagsScope&) = delete;
+  ThreadFlagsScope& operator=(const ThreadFlagsScope&) = delete;
+
+ private:
+  uint32_t saved_;
+};
+
 // Calls fn(begin, end) on disjoint chunks covering [0, n). `grain` is the
 // smallest chunk worth a thread; small jobs run inline. The chunks see the
 // caller's thread_flags().

@@ -1,7 +1,6 @@
 #include "graph/batch.h"
 
 #include <chrono>
-#include <cstring>
 
 #include "core/error.h"
 #include "graph/executor_internal.h"
@@ -22,24 +21,11 @@ enum class Kind {
 
 std::string row_prefix(size_t r) { return "row " + std::to_string(r) + ": "; }
 
-// Rows [r * n, (r + 1) * n) of a stacked tensor, without a copy.
-Tensor row_slice(const Tensor& t, size_t r, size_t n_rows) {
-  Shape s = t.shape;
-  const int64_t each = s[0] / static_cast<int64_t>(n_rows);
-  s[0] = each;
-  const int64_t stride = shape_numel(s);
-  return Tensor::view(DType::F32, s, const_cast<float*>(t.f32()) + static_cast<int64_t>(r) * stride, t.owner);
-}
-
-// The rows' tensors (one shape) concatenated on axis 0.
+// The rows' values (one shape) stacked on axis 0, in a pooled buffer.
 Tensor stack(const std::vector<Tensor>& rows, detail::BufferPool& pool) {
-  Shape s = rows[0].shape;
-  if (s.empty()) s = {1};
-  const int64_t each = shape_numel(s);
-  s[0] *= static_cast<int64_t>(rows.size());
-  Tensor out = pool.take(s);
-  for (size_t r = 0; r < rows.size(); ++r) std::memcpy(out.f32() + r * each, rows[r].f32(), each * sizeof(float));
-  return out;
+  std::vector<const Tensor*> parts;
+  for (const auto& t : rows) parts.push_back(&t);
+  return stack_axis0(parts, [&](const Shape& s) { return pool.take(s); });
 }
 
 // Whether node i may run once over the stacked rows: its op is row-wise,
@@ -50,19 +36,9 @@ bool runs_stacked(const GraphNode& node, const std::vector<Kind>& in_kind, const
   const RowRule rule = node.op->rows;
   if (rule == RowRule::None || !same_params || node.op->mutates_input >= 0 || in_kind.empty()) return false;
   if (in_kind[0] == Kind::Shared) return false;
+  // Stacking 1-D values would merge rows a last-axis op keeps apart.
   const Shape& a = solo[0];
-  switch (rule) {
-    case RowRule::Gather:
-      if (a.empty()) return false;
-      break;
-    case RowRule::FirstOperand:
-      if (a.size() < 2) return false;
-      break;
-    case RowRule::Elementwise:
-      if (a.empty()) return false;
-      break;
-    case RowRule::None: return false;
-  }
+  if (a.empty() || (rule == RowRule::FirstOperand && a.size() < 2)) return false;
   for (size_t k = 1; k < in_kind.size(); ++k) {
     if (rule != RowRule::Elementwise) {
       if (in_kind[k] != Kind::Shared) return false;
@@ -253,7 +229,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
         for (size_t k = 0; k < node.in.size(); ++k) {
           const Ref& ref = node.in[k];
           if (ref.kind == Ref::Input) {
-            slices[k] = row_slice(stacked_inputs.at(ref.name), r, B);
+            slices[k] = axis0_part(stacked_inputs.at(ref.name), r, B);
             in.push_back(&slices[k]);
           } else if (ref.kind == Ref::Weight) {
             in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
@@ -262,7 +238,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
           } else if (kind[ref.node] == Kind::PerRow) {
             in.push_back(&per_row[ref.node][r]);
           } else if (kind[ref.node] == Kind::Stacked) {
-            slices[k] = row_slice(one[ref.node], r, B);
+            slices[k] = axis0_part(one[ref.node], r, B);
             in.push_back(&slices[k]);
           } else {
             in.push_back(&one[ref.node]);
@@ -303,7 +279,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
   for (const auto& [k, ref] : g.retain)
     for (size_t r = 0; r < B; ++r)
       rows[r].session->tensors[k] = kind[ref.node] == Kind::PerRow  ? per_row[ref.node][r]
-                                    : kind[ref.node] == Kind::Stacked ? to_f32(row_slice(one[ref.node], r, B))
+                                    : kind[ref.node] == Kind::Stacked ? to_f32(axis0_part(one[ref.node], r, B))
                                                                       : to_f32(one[ref.node]);
   result.nodes_once = nodes_once;
   result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,7 +1,6 @@
 #include "net/step_scheduler.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 #include "graph/batch.h"
@@ -10,33 +9,6 @@ namespace bonfire::net {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
-
-namespace {
-
-// Row r of a reply tensor that stacks `n` rows on axis 0.
-Tensor row_of(const Tensor& t, size_t r, size_t n) {
-  Shape s = t.shape.empty() ? Shape{1} : t.shape;
-  const int64_t each = shape_numel(s) / static_cast<int64_t>(n);
-  s[0] /= static_cast<int64_t>(n);
-  Tensor out = Tensor::empty(s);
-  std::memcpy(out.f32(), t.f32() + r * each, each * sizeof(float));
-  return out;
-}
-
-// The rows' tensors of one name, stacked on axis 0.
-Tensor stack(const std::vector<const Tensor*>& rows) {
-  Shape s = rows[0]->shape.empty() ? Shape{1} : rows[0]->shape;
-  const int64_t each = shape_numel(s);
-  s[0] *= static_cast<int64_t>(rows.size());
-  Tensor out = Tensor::empty(s);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (rows[r]->numel() != each) throw Error(ErrorCode::Internal, "batched rows of different shapes");
-    std::memcpy(out.f32() + r * each, rows[r]->f32(), each * sizeof(float));
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string StepScheduler::stage_key(const RemoteWorker& w, const std::string& model, int64_t first, int64_t end) {
   return w.id() + "\n" + model + "\n" + std::to_string(first) + "-" + std::to_string(end);
@@ -131,7 +103,7 @@ Message StepScheduler::call_message(const std::vector<Pending*>& rows) {
       if (it == p->step->inputs.end()) throw Error(ErrorCode::Internal, "a batched row lacks input " + name);
       parts.push_back(&it->second);
     }
-    msg.tensors[name] = stack(parts);
+    msg.tensors[name] = stack_axis0(parts);
   }
   return msg;
 }
@@ -184,7 +156,7 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
         p.reply = std::move(reply);
       } else {
         p.reply.header = reply.header;
-        for (const auto& [name, t] : reply.tensors) p.reply.tensors[name] = row_of(t, r, rows.size());
+        for (const auto& [name, t] : reply.tensors) p.reply.tensors[name] = axis0_part(t, static_cast<int64_t>(r), static_cast<int64_t>(rows.size()));
       }
     } catch (...) {
       p.error = std::current_exception();

@@ -79,10 +79,8 @@ void fill_bias(float* out, int64_t M, int64_t ldo, int64_t N, const float* bias)
 void set_int8_activations(Int8Activations mode) { g_int8 = mode; }
 Int8Activations int8_activations() { return g_int8; }
 
-Int8Scope::Int8Scope() : saved_(thread_flags()) { set_thread_flags(saved_ | kInt8Allowed); }
-Int8Scope::~Int8Scope() { set_thread_flags(saved_); }
-BatchRowsScope::BatchRowsScope() : saved_(thread_flags()) { set_thread_flags(saved_ | kRowsApart); }
-BatchRowsScope::~BatchRowsScope() { set_thread_flags(saved_); }
+Int8Scope::Int8Scope() : ThreadFlagsScope(kInt8Allowed) {}
+BatchRowsScope::BatchRowsScope() : ThreadFlagsScope(kRowsApart) {}
 
 WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   WeightRows w;

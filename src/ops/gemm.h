@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "core/threads.h"
 
 namespace bonfire {
 
@@ -45,15 +46,9 @@ Int8Activations int8_activations();
 
 // Lets the products run on this thread (and in its parallel_for chunks)
 // until the scope ends use int8 activations, as the mode permits.
-class Int8Scope {
+class Int8Scope : ThreadFlagsScope {
  public:
   Int8Scope();
-  ~Int8Scope();
-  Int8Scope(const Int8Scope&) = delete;
-  Int8Scope& operator=(const Int8Scope&) = delete;
-
- private:
-  uint32_t saved_;
 };
 
 // In a batched call (graph/batch.h) each of the < 16 activation rows is
@@ -61,15 +56,9 @@ class Int8Scope {
 // result does not depend on the rows beside it (BLAS would block them
 // together and sum in another order). Streaming the weight once for all rows
 // keeps the batch's gain.
-class BatchRowsScope {
+class BatchRowsScope : ThreadFlagsScope {
  public:
   BatchRowsScope();
-  ~BatchRowsScope();
-  BatchRowsScope(const BatchRowsScope&) = delete;
-  BatchRowsScope& operator=(const BatchRowsScope&) = delete;
-
- private:
-  uint32_t saved_;
 };
 
 // out[M, w.cols] = x[M, w.rows] · w (+ bias[w.cols]).
