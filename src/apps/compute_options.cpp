@@ -6,6 +6,7 @@
 
 #include "core/threads.h"
 #include "ops/gemm.h"
+#include "ops/simd.h"
 
 namespace bonfire {
 
@@ -16,6 +17,7 @@ int g_threads = kNotGiven;
 bool g_background = false;
 bool g_exact = false;
 bool g_int8_everywhere = false;
+std::string g_simd;
 
 }  // namespace
 
@@ -23,6 +25,8 @@ void add_compute_options(CLI::App& cmd, bool background) {
   cmd.add_option("--threads", g_threads, "compute threads, the caller included (default: all cores)");
   cmd.add_flag("--exact", g_exact,
                "f32 activations against quantized weights everywhere (default: int8 for q8_0/q4_0 products of < 16 rows in generation steps)");
+  cmd.add_option("--simd", g_simd,
+                 "run the kernels on this SIMD target or a lesser one (avx3, avx2, sse4, ...; default: the best the CPU has)");
   if (background)
     cmd.add_flag("--background", g_background,
                  "lend only idle time: lowest scheduling priority, and fewer threads while the machine's "
@@ -38,6 +42,13 @@ bool apply_compute_options() {
   if (g_exact && g_int8_everywhere) {
     std::cerr << "bonfire: --exact and --int8-everywhere contradict each other\n";
     return false;
+  }
+  if (!g_simd.empty()) {
+    std::string why;
+    if (!simd::limit_simd_target(g_simd, &why)) {
+      std::cerr << "bonfire: --simd: " << why << "\n";
+      return false;
+    }
   }
   set_int8_activations(g_exact ? Int8Activations::Off
                                : g_int8_everywhere ? Int8Activations::All : Int8Activations::Small);

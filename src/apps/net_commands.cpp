@@ -78,6 +78,18 @@ std::function<int()> add_net_commands(CLI::App& app) {
       ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
   serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
       ->capture_default_str();
+  serve->add_option("--verify-rate", o->serve.verify.rate,
+                    "fraction of generation steps that start a spot check: the steps since the generation's last "
+                    "check are recomputed on another worker (docs/NETWORK.md \"Checking workers\")")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  serve->add_option("--verify-seed", o->serve.verify.seed,
+                    "seed of the spot checks' coin, for tests (default: a secret one; a seed makes checks predictable)");
+  serve->add_option("--ban-time", o->serve.verify.ban_s, "seconds a worker caught returning wrong results stays banned")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve->add_option("--never-ban", o->serve.never_ban,
+                    "an address whose workers are banned by id only, never by address (repeatable; loopback always is)");
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
   serve->add_option("--web-dir", o->serve.web_dir,
                     "static files for GET / (default: ../web or web beside the binary, else the source tree's web/)");
@@ -100,6 +112,10 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_flag("!--no-fetch", o->worker.fetch_models, "never download models from the coordinator");
   worker->add_flag("!--no-reconnect", o->worker.reconnect, "exit when the coordinator goes away");
   worker->add_flag("--quiet", o->worker.quiet, "no log lines on stderr");
+  worker->add_option("--fault", o->worker.fault,
+                     "a test aid: lie=P returns a plausibly wrong result to a fraction P of calls "
+                     "(the second-best token, or a hidden state moved by 1% of its norm)");
+  worker->add_option("--fault-seed", o->worker.fault_seed, "seed of --fault's coin (default: random)");
   add_compute_options(*worker, true);
 
   return [o, serve, worker]() -> int {

@@ -1,5 +1,7 @@
 #include "net/coordinator.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -171,6 +173,21 @@ void RemoteWorker::on_close(const std::string& reason) {
   }
 }
 
+void RemoteWorker::note_check(CheckResult r) {
+  (r == CheckResult::Passed ? checks_passed_ : r == CheckResult::Failed ? checks_failed_ : checks_inconclusive_) += 1;
+}
+
+bool RemoteWorker::trusted() const {
+  return info_.local || (checks_passed_ >= kTrustedAfter && checks_failed_ == 0);
+}
+
+json RemoteWorker::checks() const {
+  return {{"passed", checks_passed_.load()},
+          {"failed", checks_failed_.load()},
+          {"inconclusive", checks_inconclusive_.load()},
+          {"trusted", trusted()}};
+}
+
 WorkerInfo RemoteWorker::info() const {
   std::lock_guard<std::mutex> lock(mu_);
   return info_;
@@ -285,6 +302,55 @@ void Coordinator::accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw req
   });
 }
 
+namespace {
+
+bool loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
+
+}  // namespace
+
+const Coordinator::Ban* Coordinator::banned(const std::string& id, const std::string& address) const {
+  const auto now = std::chrono::steady_clock::now();
+  for (const Ban& b : bans_)
+    if (b.until > now && ((!id.empty() && b.id == id) || (!address.empty() && b.address == address))) return &b;
+  return nullptr;
+}
+
+bool Coordinator::ban(RemoteWorker& w, double seconds, const std::string& reason) {
+  const WorkerInfo info = w.info();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    bans_.erase(std::remove_if(bans_.begin(), bans_.end(), [&](const Ban& b) { return b.until <= now; }), bans_.end());
+    if (banned(info.id, "")) return false;  // found out twice (checks still running): the first ban stands
+    Ban b;
+    b.id = info.id;
+    if (!loopback(info.address) && !options_.never_ban.count(info.address)) b.address = info.address;
+    b.reason = reason;
+    b.steps = w.steps();
+    b.until = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+    bans_.push_back(b);
+  }
+  event("banned", info.id, reason + " (after " + std::to_string(w.steps()) + " steps)");
+  w.close("banned: " + reason);
+  return true;
+}
+
+json Coordinator::bans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  json out = json::array();
+  for (const Ban& b : bans_)
+    if (b.until > now)
+      out.push_back({{"id", b.id},
+                     {"address", b.address},
+                     {"reason", b.reason},
+                     {"steps", b.steps},
+                     {"secondsLeft", std::chrono::duration<double>(b.until - now).count()}});
+  return out;
+}
+
 void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::shared_ptr<std::shared_ptr<RemoteWorker>> slot) {
   const json& h = m.header;
   const std::string claimed = h.contains("id") && h["id"].is_string() ? h["id"].get<std::string>() : "";
@@ -304,13 +370,22 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     const bool local = !options_.local_secret.empty() &&
                        same_secret(h.value("localSecret", std::string()), options_.local_secret);
     if (claimed == "local" && !local) return refuse("the worker id \"local\" is reserved for the coordinator's own worker");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (const Ban* b = banned(claimed, link->remote_address())) {
+        const auto left = std::chrono::duration_cast<std::chrono::seconds>(b->until - std::chrono::steady_clock::now());
+        return refuse("banned for another " + std::to_string(left.count()) + " s: " + b->reason);
+      }
+    }
     WorkerInfo info;
     info.remote = link->remote();
+    info.address = link->remote_address();
     info.local = local;
     for (const auto& o : h.at("ops")) info.ops.insert(o.get<std::string>());
     for (const auto& f : h.at("features")) info.features.insert(f.get<std::string>());
     info.limits = h.value("limits", json::object());
     info.threads = h.value("threads", 0);
+    if (h.contains("simd") && h["simd"].is_string()) info.simd = bounded_text(h["simd"].get<std::string>(), 16);
     info.background = h.value("background", false);
     info.memory = h.value("memory", int64_t(0));
     info.fetch = h.value("fetch", false);

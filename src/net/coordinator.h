@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -27,9 +28,11 @@ namespace bonfire::net {
 struct WorkerInfo {
   std::string id;
   std::string remote;
+  std::string address;  // the remote address without the port (bans)
   std::set<std::string> ops, features;
   json limits;
   int64_t threads = 0;
+  std::string simd;         // the SIMD target its kernels run on (hello "simd")
   bool background = false;  // lends idle time only (bonfire worker --background)
   int64_t memory = 0;
   bool fetch = false;                        // accepts models over HTTP
@@ -44,6 +47,9 @@ struct WorkerInfo {
 // A client's own graph (/api/v3/graph) may be refused or run long through no
 // fault of the worker's; only an internal error counts then.
 enum class CallKind { Step, ClientGraph, Control };
+
+// What a spot check (net/verifier.h) said of a worker's answers.
+enum class CheckResult { Passed, Failed, Inconclusive };
 
 class RemoteWorker {
  public:
@@ -74,9 +80,20 @@ class RemoteWorker {
   int in_flight() const { return in_flight_; }
   double ms_per_call() const;
   int64_t calls() const { return calls_; }
+  // Generation steps answered (a batched call's rows each count).
+  int64_t steps() const { return steps_; }
+  void note_steps(int64_t n) { steps_ += n; }
   int strikes() const { return strikes_; }
   bool has_graph(const std::string& key);
   void note_graph(const std::string& key);
+
+  // Spot checks of this worker's answers (net/verifier.h). A worker is
+  // trusted when it is the coordinator's own or has passed kTrustedAfter
+  // checks and failed none; placement and the verifier prefer those.
+  static constexpr int64_t kTrustedAfter = 3;
+  void note_check(CheckResult r);
+  bool trusted() const;
+  nlohmann::json checks() const;  // {"passed", "failed", "inconclusive", "trusted"}
 
   // From the link (its strand).
   void on_reply(Message m);
@@ -101,7 +118,9 @@ class RemoteWorker {
   int64_t next_req_ = 1;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> steps_{0};
   std::atomic<int> strikes_{0};
+  std::atomic<int64_t> checks_passed_{0}, checks_failed_{0}, checks_inconclusive_{0};
   int unsolicited_ = 0;
   double ewma_ms_ = 0;
   std::string closed_reason_;
@@ -116,6 +135,7 @@ class Coordinator {
     uint64_t max_frame_bytes = uint64_t(1) << 30;
     uint64_t hello_max_bytes = 16 << 10;  // any frame before a welcome
     int io_threads = 2;                    // links are spread over these
+    std::set<std::string> never_ban;       // addresses a ban leaves alone (loopback always is)
   };
   explicit Coordinator(Options options);
   ~Coordinator();
@@ -136,6 +156,14 @@ class Coordinator {
   // has, else Error(NoWorker).
   std::shared_ptr<RemoteWorker> pick(const std::set<std::string>& ops, const std::set<std::string>& features,
                                      const std::string& model_hash, const std::set<std::string>& exclude = {}) const;
+
+  // Shuts a worker out for `seconds`: its link is closed (its calls fail
+  // over) and a worker with its id, or from its address, is refused until
+  // then. Loopback addresses and Options::never_ban are banned by id only.
+  // False when a ban of that id is already in force.
+  bool ban(RemoteWorker& w, double seconds, const std::string& reason);
+  // Bans in force: [{"id", "address", "reason", "steps", "secondsLeft"}].
+  nlohmann::json bans() const;
 
   // Joined, left, refused, dropped: for the log line and the metrics.
   std::function<void(const std::string& event, const std::string& worker, const std::string& detail)> on_event;
@@ -159,6 +187,14 @@ class Coordinator {
   std::vector<std::thread> join_threads_;
   bool shut_ = false;
   int64_t next_id_ = 1;
+  struct Ban {
+    std::string id, address, reason;
+    int64_t steps = 0;  // the worker's steps answered before the ban
+    std::chrono::steady_clock::time_point until;
+  };
+  std::vector<Ban> bans_;  // under mu_
+  // The ban that refuses this id or address, if any (under mu_).
+  const Ban* banned(const std::string& id, const std::string& address) const;
 };
 
 // Compares secrets (tokens, API keys) in time that does not depend on where

@@ -195,6 +195,7 @@ OpenAiCall parse_openai_request(const json& body, bool chat,
   }
   refuse_unsupported(body);
   call.stream = boolean(body, "stream", false);
+  call.verify = boolean(body, "verify", false);  // bonfire's own (docs/PROTOCOL-EXTENSIONS.md)
   if (const json* o = field(body, "stream_options")) {
     if (!o->is_object()) fail("stream_options", "stream_options must be an object");
     const json* usage = field(*o, "include_usage");

@@ -62,6 +62,7 @@ inline constexpr int64_t kOpenAiDefaultMaxTokens = 256;
 struct OpenAiCall {
   bool chat = false;  // /v1/chat/completions (else /v1/completions)
   bool stream = false;
+  bool verify = false;  // bonfire's "verify": every step checked on another worker
   bool include_usage = false;  // stream_options.include_usage
   std::string model;           // as the client sent it ("" if absent)
   std::string prompt;          // completions: the prompt; chat: the rendered template

@@ -140,6 +140,7 @@ GenerateBody parse_generate_body(const json& body, int64_t vocab) {
     }
   }
   out.stream = boolean(body, "stream", false);
+  out.verify = boolean(body, "verify", false);
   return out;
 }
 

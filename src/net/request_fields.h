@@ -41,6 +41,7 @@ struct GenerateBody {
   std::optional<std::string> prompt;  // else request.prompt holds the ids
   ir::GenerateRequest request;
   bool stream = false;
+  bool verify = false;  // check every step on another worker before its token goes out
 };
 GenerateBody parse_generate_body(const json& body, int64_t vocab);
 

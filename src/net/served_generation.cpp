@@ -8,12 +8,11 @@
 
 #include "core/error.h"
 #include "net/served_model.h"
+#include "net/verifier.h"
 
 namespace bonfire::net {
 
-namespace {
-
-std::string random_id(const std::string& prefix) {
+std::string random_session_id(const std::string& prefix) {
   static std::mutex mu;
   static std::mt19937_64 rng(std::random_device{}());
   std::lock_guard<std::mutex> lock(mu);
@@ -22,18 +21,30 @@ std::string random_id(const std::string& prefix) {
   return prefix + buf;
 }
 
+namespace {
+
 class PipelineRun {
  public:
-  PipelineRun(ServedModel& model, Coordinator& net, const ir::GenerateRequest& req, GenerationTrace* trace)
-      : m_(model), net_(net), req_(req), trace_(trace), sample_(ir::sample_params(req.sampling)) {
+  PipelineRun(ServedModel& model, Coordinator& net, const ir::GenerateRequest& req, GenerationTrace* trace,
+              GenerationChecks checks)
+      : m_(model), net_(net), req_(req), trace_(trace), sample_(ir::sample_params(req.sampling)), checks_(checks) {
     // Top-k and top-p always in the graph (0 and 1 are off), so greedy and
     // sampled sequences share one graph and batch together.
     if (!sample_.contains("topK")) sample_["topK"] = 0;
     if (!sample_.contains("topP")) sample_["topP"] = 1;
+    if (checks_.verifier) track_ = std::make_shared<VerifyTrack>(m_, sample_, req_.prompt);
   }
-  ~PipelineRun() { free_sessions(); }
+  ~PipelineRun() {
+    free_sessions();
+    if (trace_ && track_ && (checks_.every_step || checked_)) trace_->verified = track_->summary();
+  }
 
   int32_t step(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
+    return checked(step, run_step(tokens, pos, step));
+  }
+
+ private:
+  int32_t run_step(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
     if (stages_.empty()) place({});
     bool rebuild = false;
     for (int attempt = 0;; ++attempt) {
@@ -60,7 +71,34 @@ class PipelineRun {
     }
   }
 
- private:
+  // After step `step` returned `token`: records it for the checks, and
+  // either checks it now (every_step: the token is released only when a
+  // check says it is right, and a wrong one is replaced by the right one)
+  // or, on the verifier's secret coin, queues a check of the steps so far.
+  int32_t checked(int64_t step, int32_t token) {
+    if (!track_) return token;
+    std::vector<std::shared_ptr<RemoteWorker>> workers;
+    for (const auto& s : stages_) workers.push_back(s.worker);
+    track_->claim(step, token, std::move(workers));
+    if (checks_.every_step) {
+      for (int attempt = 0;; ++attempt) {
+        const Verifier::Outcome o = checks_.verifier->check_now(*track_, step);
+        if (o.result == Verifier::Result::Passed) return token;
+        if (o.result == Verifier::Result::Caught) {
+          track_->correct(step, o.token);
+          return o.token;
+        }
+        if (attempt >= m_.options().max_failovers)
+          throw Error(ErrorCode::NoWorker, "\"verify\": step " + std::to_string(step) + " could not be checked: " + o.detail);
+      }
+    }
+    if (checks_.verifier->due()) {
+      checked_ = true;
+      checks_.verifier->check_later(track_, step);
+    }
+    return token;
+  }
+
   struct Stage {
     int64_t first = 0, end = 0;
     std::shared_ptr<RemoteWorker> worker;
@@ -104,8 +142,12 @@ class PipelineRun {
     // at one per stage while they queue in the scheduler).
     std::map<std::string, double> load;
     for (const auto& w : holders) load[w->id()] = (w->in_flight() + m_.scheduler().load(w->id())) * std::max(1.0, w->ms_per_call());
-    std::stable_sort(holders.begin(), holders.end(),
-                     [&](const auto& a, const auto& b) { return load[a->id()] < load[b->id()]; });
+    // Workers that have passed spot checks (net/verifier.h) go first among
+    // equals, and win against an unchecked one with up to half again its wait.
+    auto key = [&](const std::shared_ptr<RemoteWorker>& w) {
+      return std::make_pair(load[w->id()] * (w->trusted() ? 1.0 : 1.5), !w->trusted());
+    };
+    std::stable_sort(holders.begin(), holders.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
     std::vector<int64_t> memories;
     for (const auto& w : holders) memories.push_back(w->info().memory);
     const auto ranges = m_.plan_stages(memories);
@@ -114,7 +156,7 @@ class PipelineRun {
       Stage s;
       s.first = ranges[i].first;
       s.end = ranges[i].second;
-      s.session = random_id("g");
+      s.session = random_session_id("g");
       // The stage's graph decides which workers qualify (features).
       const auto g = m_.step_graph(s.first, s.end, "decode", 1, sample_);
       for (size_t k = 0; k < holders.size() && !s.worker; ++k) {
@@ -263,13 +305,17 @@ class PipelineRun {
   bool alone_ = false;           // send steps in calls of their own (after a failure)
   std::shared_ptr<RemoteWorker> calling_;  // the worker of the call in progress
   std::set<std::string> suspects_;         // workers that failed a step of this generation
+  GenerationChecks checks_;
+  std::shared_ptr<VerifyTrack> track_;  // when a verifier checks this generation
+  bool checked_ = false;                // a spot check was drawn
 };
 
 }  // namespace
 
 ir::GenerateResult ServedModel::generate(Coordinator& net, const ir::GenerateRequest& request,
-                                         const ir::TokenCallback& on_token, GenerationTrace* trace) {
-  PipelineRun run(*this, net, request, trace);
+                                         const ir::TokenCallback& on_token, GenerationTrace* trace,
+                                         GenerationChecks checks) {
+  PipelineRun run(*this, net, request, trace, checks);
   const auto t0 = std::chrono::steady_clock::now();
   bool first = true;
   return ir::generate_loop(

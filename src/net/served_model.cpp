@@ -158,13 +158,17 @@ std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t fi
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
   if (graphs_.size() > 256) graphs_.clear();  // generations running keep theirs (shared_ptr)
+  // "verify-*": a checker's teacher-forced chunk (net/verifier.h), the
+  // logits of every position and no draw.
+  const bool verify = mode.rfind("verify-", 0) == 0;
   ir::LowerOptions o;
-  o.mode = mode == "continue" ? "prefill" : mode;
-  o.allocate = mode != "continue";  // a later chunk of a prompt writes on into the session's caches
+  o.mode = mode == "decode" ? mode : "prefill";
+  o.allocate = mode == "prefill" || mode == "verify-prefill";  // else a later chunk writes on into the caches
   o.tokens = tokens;
   o.ctx = local_->ctx();
-  o.logits = false;
-  o.sample = end == n_layers_ ? sample : json();
+  o.logits = verify;
+  o.all_logits = verify;
+  o.sample = end == n_layers_ && !verify ? sample : json();
   o.first_layer = first;
   o.end_layer = end;
   o.model_id = id();

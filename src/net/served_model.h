@@ -32,6 +32,11 @@ struct ServeModelOptions {
   SchedulerOptions scheduler;   // continuous batching (net/step_scheduler.h)
 };
 
+class Verifier;
+
+// A session id no one can guess ("g" + 16 hex digits for a generation's).
+std::string random_session_id(const std::string& prefix);
+
 // What happened during one generation, for the response and the metrics.
 struct GenerationTrace {
   int failovers = 0;
@@ -41,6 +46,16 @@ struct GenerationTrace {
   // `ms`): the rest of the decode time is what the network path adds.
   int64_t decode_steps = 0;
   double decode_worker_ms = 0;
+  // Spot checks (net/verifier.h): how much of the generation was checked
+  // when it ended; null when no check was asked or drawn.
+  nlohmann::json verified;
+};
+
+// How a generation is checked: a verifier drawing spot checks, and whether
+// the client asked for every step to be checked before it is released.
+struct GenerationChecks {
+  Verifier* verifier = nullptr;
+  bool every_step = false;  // "verify": true
 };
 
 class ServedModel {
@@ -58,7 +73,7 @@ class ServedModel {
   nlohmann::json describe() const;  // one entry of /api/v3/models
 
   ir::GenerateResult generate(Coordinator& net, const ir::GenerateRequest& request, const ir::TokenCallback& on_token,
-                              GenerationTrace* trace);
+                              GenerationTrace* trace, GenerationChecks checks = {});
 
   // The lowered step graph for layers [first, end) (cached). `mode` is
   // "prefill" (allocates the session's caches), "continue" (a later chunk of

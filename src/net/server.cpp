@@ -99,7 +99,11 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   // one else sees, so no peer can take its id (and its generations).
   if (options_.local_worker) local_secret_ = random_secret();
   co.local_secret = local_secret_;
+  co.never_ban = options_.never_ban;
   net_ = std::make_unique<Coordinator>(co);
+  VerifyOptions vo = options_.verify;
+  vo.call_timeout_s = options_.model.call_timeout_s;
+  verifier_ = std::make_unique<Verifier>(*net_, vo);
   net_->on_event = [this](const std::string& event, const std::string& worker, const std::string& detail) {
     metrics_.count_worker_event(event);
     log("worker " + worker + " " + event + (detail.empty() ? "" : ": " + detail));
@@ -146,6 +150,7 @@ void Server::stop() {
   if (local_thread_.joinable()) local_thread_.join();
   local_worker_.reset();
   if (http_) http_->stop();
+  verifier_.reset();  // its checks use the models
 }
 
 int Server::run() {
@@ -350,10 +355,11 @@ nlohmann::json Server::workers_json() const {
                    {"features", i.features},
                    {"limits", i.limits},
                    {"threads", i.threads},
+                   {"simd", i.simd},
                    {"background", i.background},
                    {"memory", i.memory},
                    {"models", models},
-                   {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}}},
+                   {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}, {"steps", w->steps()}}},
                    {"joined", i.joined}});
     nlohmann::json held = nlohmann::json::array();
     int generations = 0;
@@ -373,8 +379,9 @@ nlohmann::json Server::workers_json() const {
           batching.push_back(std::move(st));
         }
     out.back()["batching"] = batching;
+    out.back()["checks"] = w->checks();
   }
-  return {{"workers", out}};
+  return {{"workers", out}, {"bans", net_->bans()}, {"verifier", verifier_->stats()}};
 }
 
 nlohmann::json Server::models_json() const {
@@ -472,6 +479,13 @@ std::string Server::metrics_text() const {
       occupancy.values.push_back({label, batches > 0 ? st["rows"].get<double>() / batches : 0.0});
     }
   for (auto* g : {&sequences, &queued, &last, &occupancy}) gauges.push_back(*g);
+  // Spot checks (net/verifier.h): counts since start, by outcome.
+  const nlohmann::json v = verifier_->stats();
+  Metrics::Gauge checks{"bonfire_verify_checks", "spot checks of workers since start, by outcome", {}};
+  for (const char* r : {"passed", "failed", "inconclusive", "skipped"})
+    checks.values.push_back({prom_label("result", r), v[r].get<double>()});
+  gauges.push_back(checks);
+  gauges.push_back({"bonfire_verify_bans", "workers banned after a failed check since start", {{"", v["banned"].get<double>()}}});
   return metrics_.render(gauges);
 }
 

@@ -17,6 +17,7 @@
 #include "net/http_server.h"
 #include "net/metrics.h"
 #include "net/served_model.h"
+#include "net/verifier.h"
 #include "net/worker.h"
 
 namespace bonfire::net {
@@ -29,6 +30,8 @@ struct ServeOptions {
   std::string token;                     // workers must present it
   std::vector<std::string> api_keys;     // clients must present one ("" list: open)
   ServeModelOptions model;
+  VerifyOptions verify;                  // spot checks of workers (net/verifier.h)
+  std::set<std::string> never_ban;       // addresses a ban leaves alone
   int64_t max_tokens = 4096;             // per request
   uint64_t max_body = 16u << 20;
   Limits graph_limits;                   // for /api/v3/graph
@@ -104,6 +107,7 @@ class Server {
   ServeOptions options_;
   Metrics metrics_;
   std::unique_ptr<Coordinator> net_;
+  std::unique_ptr<Verifier> verifier_;  // after net_: stopped before it
   std::unique_ptr<HttpServer> http_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::unique_ptr<Worker> local_worker_;

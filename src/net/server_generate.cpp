@@ -59,6 +59,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     throw Error(ErrorCode::TooLarge, "maxTokens " + std::to_string(g.max_tokens) + " is over this coordinator's limit of " +
                                          std::to_string(options_.max_tokens), "maxTokens");
   const bool stream = parsed.stream;
+  const GenerationChecks checks{verifier_.get(), parsed.verify};
 
   Active active(active_generations_);
   GenerationTrace trace;
@@ -74,6 +75,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     // the workers' own time running the steps (docs/PERFORMANCE.md).
     if (trace.decode_steps > 0)
       out["timings"]["overheadMsPerStep"] = (r.decode_ms - trace.decode_worker_ms) / trace.decode_steps;
+    if (!trace.verified.is_null()) out["verified"] = trace.verified;
     return out;
   };
   // Every token is counted as it comes (GET /api/v3/stats), streamed or not.
@@ -82,7 +84,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
     return true;
   };
   if (!stream) {
-    ir::GenerateResult r = model->generate(*net_, g, count_token, &trace);
+    ir::GenerateResult r = model->generate(*net_, g, count_token, &trace, checks);
     return res.send_json(200, finish(r));
   }
   // Errors found before the first token still get a plain error response.
@@ -111,7 +113,7 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
           }
           return started && res.write(sse({{"token", id}, {"text", text}}));
         },
-        &trace);
+        &trace, checks);
     if (!started && !res.start_stream("text/event-stream")) return;
     if (held) {
       if (r.text.size() > streamed.size() && r.text.compare(0, streamed.size(), streamed) == 0)
@@ -158,6 +160,7 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
   const int64_t created = static_cast<int64_t>(unix_now());
   Active active(active_generations_);
   GenerationTrace trace;
+  const GenerationChecks checks{verifier_.get(), call.verify};
   LiveScope live(*this, model->id(), static_cast<int64_t>(g.prompt.size()));
   metrics_.add_tokens("prompt", static_cast<int64_t>(g.prompt.size()));
   if (!call.stream) {
@@ -167,10 +170,12 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
           live.token(trace);
           return true;
         },
-        &trace);
+        &trace, checks);
     metrics_.add_tokens("generated", static_cast<int64_t>(r.tokens.size()));
     if (trace.first_token_ms > 0) metrics_.observe_ttft_seconds(trace.first_token_ms / 1000);
-    return res.send_json(200, openai_response(call, r, model->id(), id, created));
+    json out = openai_response(call, r, model->id(), id, created);
+    if (!trace.verified.is_null()) out["bonfire_verified"] = trace.verified;
+    return res.send_json(200, out);
   }
   bool started = false, first = true;
   std::string streamed;  // see generate(): the loop's text may end with a tail no token carried
@@ -187,7 +192,7 @@ void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
           first = false;
           return ok;
         },
-        &trace);
+        &trace, checks);
     metrics_.add_tokens("generated", static_cast<int64_t>(r.tokens.size()));
     if (trace.first_token_ms > 0) metrics_.observe_ttft_seconds(trace.first_token_ms / 1000);
     if (!started && !res.start_stream("text/event-stream")) return;

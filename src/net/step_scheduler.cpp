@@ -119,6 +119,7 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
   std::exception_ptr error;
   try {
     reply = first.worker->call(call_message(rows), timeout_s, CallKind::Step, first.outputs);
+    first.worker->note_steps(static_cast<int64_t>(rows.size()));
     if (!first.graph_key.empty()) first.worker->note_graph(first.graph_key);
     if (batched)
       for (const auto& [name, t] : reply.tensors)

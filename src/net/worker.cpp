@@ -26,7 +26,9 @@
 #include "net/link.h"
 #include "net/model_hash.h"
 #include "net/url.h"
+#include "net/worker_fault.h"
 #include "ops/gemm.h"
+#include "ops/simd.h"
 #include "spec/manifest.h"
 
 namespace bonfire::net {
@@ -98,6 +100,7 @@ struct Worker::Impl {
   asio::io_context* ioc = nullptr;
   std::string id;
   Url url;
+  std::unique_ptr<LieFault> lie;  // --fault lie=P (a test aid)
 
   void log(const std::string& s) {
     if (!opt.quiet) std::cerr << "bonfire worker: " << s << std::endl;
@@ -162,6 +165,7 @@ struct Worker::Impl {
                 {"maxTotalBytes", std::min(l.max_total_bytes, opt.memory)},
                 {"maxFrameBytes", frame_max()}}},
               {"threads", num_threads()},
+              {"simd", simd::simd_target()},
               {"background", background()},
               {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
               {"memory", opt.memory},
@@ -371,14 +375,19 @@ struct Worker::Impl {
       last_used[sid] = Clock::now();
     }
     RunResult r;
+    // --fault lie=P: this call's answer will be wrong (worker_fault.h).
+    std::vector<LieFault::Sampled> sampled;
+    std::optional<Graph> lying;
+    if (lie && lie->lie_now()) lying = LieFault::with_sample_logits(call->graph, &sampled);
+    const Graph& graph = lying ? *lying : call->graph;
     try {
       const auto& in = inputs.empty() ? call->inputs : inputs;
       if (batched) {
         std::vector<BatchRow> rows;
         for (size_t i = 0; i < held.size(); ++i) rows.push_back({held[i].get(), binds[i]});
-        r = run_graph_rows(call->graph, in, rows, lookup, limits);
+        r = run_graph_rows(graph, in, rows, lookup, limits);
       } else {
-        r = run_graph(call->graph, in, binds[0], lookup, held[0].get(), limits);
+        r = run_graph(graph, in, binds[0], lookup, held[0].get(), limits);
       }
     } catch (...) {
       // A refused call leaves no trace, not even an empty new session.
@@ -389,6 +398,7 @@ struct Worker::Impl {
       }
       throw;
     }
+    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + lie->tell(r.outputs, sampled));
     Message out(json{{"type", "result"},
                      {"req", h["req"]},
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
@@ -596,6 +606,7 @@ Worker::Worker(WorkerOptions options) : impl_(new Impl) {
     impl_->opt.cache_dir = std::string(home ? home : "/tmp") + "/.cache/bonfire/models";
   }
   impl_->url = parse_join_url(impl_->opt.join);
+  if (!impl_->opt.fault.empty()) impl_->lie = std::make_unique<LieFault>(impl_->opt.fault, impl_->opt.fault_seed);
 }
 
 Worker::~Worker() { stop(); }

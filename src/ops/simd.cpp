@@ -241,5 +241,30 @@ void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAM
 float dot_row(DType t, const void* row, const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);
 }
+bool limit_simd_target(const std::string& name, std::string* why) {
+  // Highway's x86 targets: a lower bit is a better target.
+  static const std::pair<const char*, int64_t> kTargets[] = {
+      {"avx3", HWY_AVX3}, {"avx2", HWY_AVX2}, {"sse4", HWY_SSE4}, {"ssse3", HWY_SSSE3},
+      {"emu128", HWY_EMU128}};
+  for (const auto& [n, bit] : kTargets)
+    if (name == n) {
+      hwy::DisableTargets(bit - 1);  // every better target
+      if (simd_target() != name && (hwy::SupportedTargets() & bit) == 0) {
+        if (why) *why = "this CPU or build cannot run " + name + "; it runs " + simd_target();
+        return false;
+      }
+      return true;
+    }
+  if (why) *why = "unknown SIMD target \"" + name.substr(0, 16) + "\" (avx3, avx2, sse4, ssse3, emu128)";
+  return false;
+}
+
+std::string simd_target() {
+  std::string n = hwy::TargetName(static_cast<int64_t>(1) << hwy::Num0BitsBelowLS1Bit_Nonzero64(
+                                      static_cast<uint64_t>(hwy::SupportedTargets())));
+  for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return n;
+}
+
 }  // namespace bonfire::simd
 #endif

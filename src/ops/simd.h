@@ -3,6 +3,7 @@
 // AVX-512 where the CPU has them.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -24,5 +25,14 @@ float dot_row(DType t, const void* row, const float* x, int64_t n);
 // A row of `t` to f32, vectorized for f16, bf16 and q8_0 (same values as
 // bonfire::dequantize_row).
 void dequantize_row(DType t, const void* row, float* out, int64_t n);
+
+// The SIMD target the kernels run on: the best this CPU and the build
+// support, unless limited. limit_simd_target("sse4") makes every kernel
+// use that target or a lesser one from then on (an honest worker on another
+// target is how tests show the verifier's tolerance holds; docs/NETWORK.md).
+// Names: avx3 (AVX-512), avx2, sse4, ssse3, emu128. Returns false with
+// `why` set for an unknown name. Call before any kernel runs.
+bool limit_simd_target(const std::string& name, std::string* why);
+std::string simd_target();
 
 }  // namespace bonfire::simd

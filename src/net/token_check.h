@@ -1,0 +1,38 @@
+// Whether a worker's sampled token agrees with a recomputation of the same
+// step (docs/NETWORK.md "Checking workers"). The recomputation runs the same
+// model on another worker, possibly another SIMD target and another kernel
+// shape (a verifier runs the step inside a prefill), so its logits equal
+// the worker's only up to f32 reassociation. A token that differs is judged
+// against that bound: if moving the two tokens' logits toward each other by
+// the bound makes the draw give the claimed token, the step was a near tie
+// and nobody is blamed.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace bonfire::net {
+
+// How far an honest recomputation's logits may be from the worker's: an
+// absolute bound of kLogitTolerance × (1 + the row's largest |logit|).
+// Measured drift between the decode and prefill paths and between SIMD
+// targets is below 1e-4 of that scale (docs/NETWORK.md); 2e-3 leaves a
+// margin of 20×.
+inline constexpr double kLogitTolerance = 2e-3;
+
+enum class TokenAgreement { Same, NearTie, Differs };
+
+struct TokenVerdict {
+  TokenAgreement agreement = TokenAgreement::Same;
+  int32_t token = -1;  // what the recomputation draws
+  double gap = 0;      // its logit minus the claimed token's
+};
+
+// Draws the token of decode step `step` from `logits` (one row of V) with
+// the request's sampling params (`sample`: temperature, topK, topP, seed,
+// penalties; as the sample op takes them), the ids seen so far (`history`,
+// for penalties), and compares it with `claimed`.
+TokenVerdict check_token(const float* logits, int64_t V, const nlohmann::json& sample, uint64_t step,
+                         const std::vector<int32_t>& history, int32_t claimed);
+
+}  // namespace bonfire::net

@@ -1,0 +1,346 @@
+#include "net/verifier.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "net/served_model.h"
+#include "net/token_check.h"
+
+namespace bonfire::net {
+
+using nlohmann::json;
+
+VerifyTrack::VerifyTrack(ServedModel& model, json sample, std::vector<int32_t> prompt)
+    : model_(model), sample_(std::move(sample)), prompt_(std::move(prompt)) {}
+
+VerifyTrack::~VerifyTrack() {
+  if (verifier_ && verifier_->alive() && !session_.empty())
+    verifier_->send(Message(json{{"type", "free"}, {"session", session_}}));
+}
+
+void VerifyTrack::claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step != static_cast<int64_t>(claims_.size()))
+    throw Error(ErrorCode::Internal, "verify: step " + std::to_string(step) + " claimed out of order");
+  claims_.push_back({token, std::move(workers)});
+}
+
+void VerifyTrack::correct(int64_t step, int32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_.at(static_cast<size_t>(step)).token = token;
+  ++verified_;  // the token the verifier and the referee agree on
+}
+
+int64_t VerifyTrack::steps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(claims_.size());
+}
+
+json VerifyTrack::summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {{"tokens", claims_.size()},
+          {"verified", verified_},
+          {"pending", pending_},
+          {"inconclusive", inconclusive_},
+          {"wrongFound", wrong_found_}};
+}
+
+Verifier::Verifier(Coordinator& net, VerifyOptions options)
+    : net_(net), options_(options), coin_(options.seed ? options.seed : std::random_device{}()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Verifier::~Verifier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool Verifier::due() {
+  if (options_.rate <= 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::uniform_real_distribution<double>(0, 1)(coin_) < options_.rate;
+}
+
+void Verifier::check_later(std::shared_ptr<VerifyTrack> track, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  if (jobs_.size() >= options_.max_pending) {
+    ++skipped_;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> tl(track->mu_);
+    ++track->pending_;
+  }
+  jobs_.push_back({std::move(track), step});
+  cv_.notify_all();
+}
+
+void Verifier::loop() {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      running_ = true;
+    }
+    try {
+      check_now(*job.track, job.step);
+    } catch (const std::exception&) {
+      // check_now turns every failure into an inconclusive outcome; this
+      // thread must outlive anything unexpected.
+    }
+    {
+      std::lock_guard<std::mutex> tl(job.track->mu_);
+      --job.track->pending_;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+}
+
+json Verifier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {{"rate", options_.rate},       {"passed", passed_},       {"failed", failed_},
+          {"inconclusive", inconclusive_}, {"skipped", skipped_},     {"banned", banned_},
+          {"waiting", jobs_.size() + (running_ ? 1 : 0)},       {"stepsPassed", steps_passed_}, {"disagreements", disagreements_},
+          {"nearTies", near_ties_}};
+}
+
+std::shared_ptr<RemoteWorker> Verifier::pick(ServedModel& m, const std::set<std::string>& exclude) const {
+  const auto g = m.step_graph(0, m.n_layers(), "verify-prefill", 1, json::object());
+  std::shared_ptr<RemoteWorker> best;
+  auto rank = [](const RemoteWorker& w) {
+    const WorkerInfo i = w.info();
+    return std::make_tuple(i.local ? 0 : 1, w.trusted() ? 0 : 1, w.in_flight());
+  };
+  for (const auto& w : net_.workers()) {
+    if (!w->alive() || exclude.count(w->id())) continue;
+    const WorkerInfo info = w->info();
+    bool holds = false;
+    for (const auto& [mid, h] : info.models) holds = holds || h == m.fingerprint().hash;
+    if (!holds || info.memory * 9 / 10 < m.total_bytes()) continue;
+    bool ok = true;
+    for (const auto& f : g->features) ok = ok && info.features.count(f);
+    for (const auto& o : g->ops) ok = ok && info.ops.count(o);
+    if (ok && (!best || rank(*w) < rank(*best))) best = w;
+  }
+  return best;
+}
+
+std::vector<float> Verifier::run_window(ServedModel& m, const json& sample, RemoteWorker& w,
+                                        const std::string& session, const std::vector<int32_t>& tokens,
+                                        int64_t from, int64_t to, int64_t keep_from) {
+  const int64_t L = m.n_layers();
+  const int64_t chunk = std::max<int64_t>(1, m.scheduler().options().max_chunk);
+  const int64_t vocab = m.local().ir()["model"]["vocab"].get<int64_t>();
+  std::vector<float> kept;
+  const auto worker = net_.find(w.id());
+  if (!worker) throw Error(ErrorCode::NoWorker, "the verifier left");
+  for (int64_t a = from; a < to;) {
+    // Positions before keep_from need no logits: the ordinary prompt graph.
+    const bool wants_logits = a + 1 > keep_from || to <= keep_from;
+    int64_t b = std::min(to, a + chunk);
+    if (!wants_logits) b = std::min(b, keep_from);
+    const std::string mode = wants_logits ? (a == 0 ? "verify-prefill" : "verify-continue")
+                                          : (a == 0 ? "prefill" : "continue");
+    const int64_t T = b - a;
+    const auto g = m.step_graph(0, L, mode, T, sample);
+    StepCall c;
+    c.worker = worker;
+    c.model = m.id();
+    c.session = session;
+    c.call = std::shared_ptr<const json>(g, &g->call);
+    c.outputs = &g->outputs;
+    c.bind = json{{"pos", a}, {"step", 0}};
+    if (!wants_logits) c.bind.update(ServedModel::sample_bind(sample));
+    c.tokens = T;
+    Tensor ids = Tensor::empty({T});
+    for (int64_t i = 0; i < T; ++i) ids.f32()[i] = static_cast<float>(tokens[a + i]);
+    c.inputs["in:tokens"] = ids;
+    Message reply = m.scheduler().run(StepScheduler::stage_key(*worker, m.id(), 0, L), c, options_.call_timeout_s);
+    if (wants_logits) {
+      auto it = reply.tensors.find("logits");
+      if (it == reply.tensors.end() || it->second.numel() != T * vocab)
+        throw Error(ErrorCode::NoWorker, "the verifier's reply lacks the logits of " + std::to_string(T) + " positions");
+      const float* l = it->second.f32();
+      for (int64_t p = std::max(a, keep_from); p < b; ++p)
+        kept.insert(kept.end(), l + (p - a) * vocab, l + (p - a + 1) * vocab);
+    }
+    a = b;
+  }
+  return kept;
+}
+
+Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
+  std::lock_guard<std::mutex> check_lock(t.check_mu_);
+  Outcome o;
+  const int64_t n = static_cast<int64_t>(t.prompt_.size());
+  std::vector<int32_t> fed = t.prompt_;
+  std::vector<VerifyTrack::Claim> claims;  // steps [first, upto]
+  int64_t first;
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    upto = std::min<int64_t>(upto, static_cast<int64_t>(t.claims_.size()) - 1);
+    first = t.next_step_;
+    if (first > upto) return o;
+    for (int64_t k = 0; k < upto; ++k) fed.push_back(t.claims_[k].token);
+    claims.assign(t.claims_.begin() + first, t.claims_.begin() + upto + 1);
+  }
+  auto tally = [&](Result r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    (r == Result::Passed ? passed_ : r == Result::Caught ? failed_ : inconclusive_) += 1;
+  };
+  auto inconclusive = [&](const std::string& why) {
+    tally(Result::Inconclusive);
+    std::lock_guard<std::mutex> lock(t.mu_);
+    ++t.inconclusive_;
+    o.result = Result::Inconclusive;
+    o.detail = why;
+    return o;
+  };
+  std::set<std::string> makers;
+  for (const auto& c : claims)
+    for (const auto& w : c.workers) makers.insert(w->id());
+  // The verifier: never a worker whose steps it checks; a new one starts
+  // its session from the first position.
+  if (!t.verifier_ || !t.verifier_->alive() || makers.count(t.verifier_->id())) {
+    if (t.verifier_ && t.verifier_->alive()) t.verifier_->send(Message(json{{"type", "free"}, {"session", t.session_}}));
+    t.verifier_ = pick(t.model_, makers);
+    t.session_ = random_session_id("v");
+    t.pos_ = 0;
+    if (!t.verifier_) return inconclusive("no other worker can check model " + t.model_.id());
+  }
+  const auto verifier = t.verifier_;
+  std::vector<float> logits;
+  try {
+    logits = run_window(t.model_, t.sample_, *verifier, t.session_, fed, t.pos_, n + upto, n + first - 1);
+  } catch (const std::exception& e) {
+    t.verifier_.reset();  // its session's state is unknown now
+    return inconclusive(std::string("the verifier ") + verifier->id() + " failed: " + e.what());
+  }
+  t.pos_ = n + upto;
+  const int64_t V = static_cast<int64_t>(logits.size()) / (upto - first + 1);
+  int64_t bad = -1;
+  TokenVerdict verdict;
+  for (int64_t k = first; k <= upto && bad < 0; ++k) {
+    const std::vector<int32_t> history(fed.begin(), fed.begin() + n + k);
+    verdict = check_token(logits.data() + (k - first) * V, V, t.sample_, k, history, claims[k - first].token);
+    if (verdict.agreement == TokenAgreement::Differs) bad = k;
+    if (verdict.agreement == TokenAgreement::NearTie) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++near_ties_;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bad >= 0) ++disagreements_;
+    steps_passed_ += (bad < 0 ? upto + 1 : bad) - first;
+  }
+  if (bad < 0) {
+    for (const auto& c : claims)
+      for (const auto& w : c.workers) w->note_check(CheckResult::Passed);
+    verifier->note_check(CheckResult::Passed);
+    tally(Result::Passed);
+    std::lock_guard<std::mutex> lock(t.mu_);
+    t.verified_ += upto - first + 1;
+    t.next_step_ = upto + 1;
+    return o;
+  }
+  // A disagreement: the referee decides who was wrong.
+  const auto& wrong = claims[bad - first];
+  std::set<std::string> exclude = {verifier->id()};
+  for (const auto& w : wrong.workers) exclude.insert(w->id());
+  Outcome r = referee(t, bad, verdict.token, exclude);
+  const std::string where = "step " + std::to_string(bad) + " returned " + std::to_string(wrong.token) +
+                            ", the verifier " + verifier->id() + " drew " + std::to_string(verdict.token) +
+                            " (logit gap " + std::to_string(verdict.gap) + "); " + r.detail;
+  if (r.result == Result::Caught && wrong.workers.size() == 1) {
+    convict(*wrong.workers[0], "a spot check found a wrong result: " + where);
+    tally(Result::Caught);
+    std::lock_guard<std::mutex> lock(t.mu_);
+    t.verified_ += bad - first;
+    t.next_step_ = upto + 1;
+    t.wrong_found_ = true;
+    o.result = Result::Caught;
+    o.step = bad;
+    o.token = r.token;
+    o.detail = where;
+    return o;
+  }
+  if (r.result == Result::Passed && !verifier->info().local) {
+    convict(*verifier, "a referee contradicted it as a verifier: " + where);
+    t.verifier_.reset();  // the window is checked again by another
+    return inconclusive(where);
+  }
+  if (r.result == Result::Caught)
+    for (const auto& w : wrong.workers) w->note_check(CheckResult::Failed);  // a pipeline: which stage is not known
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    t.verified_ += bad - first;
+    t.next_step_ = upto + 1;
+  }
+  return inconclusive(where);
+}
+
+void Verifier::convict(RemoteWorker& w, const std::string& why) {
+  w.note_check(CheckResult::Failed);
+  if (!net_.ban(w, options_.ban_s, why)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++banned_;
+}
+
+Verifier::Outcome Verifier::referee(VerifyTrack& t, int64_t step, int32_t verifier_token,
+                                    const std::set<std::string>& exclude) {
+  Outcome o;
+  o.result = Result::Inconclusive;
+  const auto ref = pick(t.model_, exclude);
+  if (!ref) {
+    o.detail = "no referee available";
+    return o;
+  }
+  std::vector<int32_t> fed = t.prompt_;
+  VerifyTrack::Claim claim;
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    for (int64_t k = 0; k < step; ++k) fed.push_back(t.claims_[k].token);
+    claim = t.claims_[step];
+  }
+  const int64_t n = static_cast<int64_t>(t.prompt_.size());
+  const std::string session = random_session_id("r");
+  std::vector<float> logits;
+  try {
+    logits = run_window(t.model_, t.sample_, *ref, session, fed, 0, n + step, n + step - 1);
+  } catch (const std::exception& e) {
+    ref->send(Message(json{{"type", "free"}, {"session", session}}));
+    o.detail = std::string("the referee failed: ") + e.what();
+    return o;
+  }
+  ref->send(Message(json{{"type", "free"}, {"session", session}}));
+  std::vector<int32_t> history(fed.begin(), fed.end());
+  const int64_t V = static_cast<int64_t>(logits.size());
+  const TokenVerdict on_claim = check_token(logits.data(), V, t.sample_, step, history, claim.token);
+  const TokenVerdict on_verifier = check_token(logits.data(), V, t.sample_, step, history, verifier_token);
+  o.token = on_claim.token;
+  o.step = step;
+  if (on_claim.agreement == TokenAgreement::Differs && on_verifier.agreement != TokenAgreement::Differs) {
+    o.result = Result::Caught;
+    o.detail = "the referee " + ref->id() + " agrees with the verifier";
+  } else if (on_claim.agreement != TokenAgreement::Differs && on_verifier.agreement == TokenAgreement::Differs) {
+    o.result = Result::Passed;  // the verifier was wrong
+    o.detail = "the referee " + ref->id() + " agrees with the worker";
+  } else {
+    o.detail = "the referee " + ref->id() + " agrees with neither";
+  }
+  ref->note_check(o.result == Result::Inconclusive ? CheckResult::Inconclusive : CheckResult::Passed);
+  return o;
+}
+
+}  // namespace bonfire::net

@@ -1,0 +1,148 @@
+// Checking workers by redundant execution (docs/NETWORK.md "Checking
+// workers"). bonfire's ops are deterministic for a SIMD target and its
+// sampling is keyed on (seed, step), so recomputing a step on another worker
+// is a precise check of the worker that ran it.
+//
+// The design, given that KV caches stay on the worker that made them: a
+// check recomputes a *window* of a generation's steps on a verifier worker,
+// teacher-forced. The verifier keeps its own session for the generation and
+// feeds it the tokens the generation actually fed (the prompt, then each
+// token a step returned), as prefill chunks with the logits of every
+// position; each step's token is then redrawn from the logits at its
+// position with the request's sampling params and compared with what the
+// worker returned (net/token_check.h: exact, or a near tie within the f32
+// bound). A check covers every step since the generation's last check, so a
+// lie anywhere in a checked generation is found, and the verifier's session
+// grows with each check instead of replaying the prefix again.
+//
+// Which steps start a check is drawn per step with probability `rate` from
+// a secret seed, so a worker cannot tell which of its answers are checked.
+// A disagreement goes to a referee (a third worker, fresh session, the
+// prefix in one prefill): the worker the referee contradicts is banned
+// (Coordinator::ban) and its generations fail over; a referee that agrees
+// with neither, or none available, leaves the check inconclusive, never a
+// penalty. Checks run on one background thread; `"verify": true` requests
+// check every step before its token is released (check_now).
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/coordinator.h"
+
+namespace bonfire::net {
+
+class ServedModel;
+
+struct VerifyOptions {
+  double rate = 0;        // serve --verify-rate: fraction of steps that start a check
+  uint64_t seed = 0;      // serve --verify-seed (tests only); 0 draws a secret one
+  double ban_s = 3600;    // serve --ban-time
+  size_t max_pending = 64;  // checks waiting; more are skipped (counted)
+  double call_timeout_s = 120;
+};
+
+// One generation as the checks see it: the prompt, then each step's token
+// and the workers that made it.
+class VerifyTrack {
+ public:
+  VerifyTrack(ServedModel& model, nlohmann::json sample, std::vector<int32_t> prompt);
+  ~VerifyTrack();  // frees the verifier's session
+
+  // Step `step` (0 = the prefill) returned `token`, made by `workers` (its
+  // stages' workers, the last one drew the token).
+  void claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers);
+  // A check corrected the step's token (a verify-all request).
+  void correct(int64_t step, int32_t token);
+  int64_t steps() const;
+  // For the response: steps checked and passed, checks still waiting, and
+  // whether a check found a wrong token.
+  nlohmann::json summary() const;
+
+ private:
+  friend class Verifier;
+  struct Claim {
+    int32_t token;
+    std::vector<std::shared_ptr<RemoteWorker>> workers;
+  };
+  ServedModel& model_;
+  nlohmann::json sample_;
+  std::vector<int32_t> prompt_;
+  mutable std::mutex mu_;   // claims_ and the counters
+  std::mutex check_mu_;     // one check at a time per generation
+  std::vector<Claim> claims_;
+  // The verifier's session: its worker, id, and the positions it holds.
+  std::shared_ptr<RemoteWorker> verifier_;
+  std::string session_;
+  int64_t pos_ = 0;
+  int64_t next_step_ = 0;  // the first step no check has covered
+  int64_t verified_ = 0, pending_ = 0, inconclusive_ = 0;
+  bool wrong_found_ = false;
+};
+
+class Verifier {
+ public:
+  Verifier(Coordinator& net, VerifyOptions options);
+  ~Verifier();
+  const VerifyOptions& options() const { return options_; }
+
+  // Whether this step starts a check (the secret coin).
+  bool due();
+  // Queues a check of the track's steps up to `step`; skipped (and counted)
+  // when max_pending checks already wait.
+  void check_later(std::shared_ptr<VerifyTrack> track, int64_t step);
+
+  enum class Result { Passed, Inconclusive, Caught };
+  struct Outcome {
+    Result result = Result::Passed;
+    int64_t step = -1;    // Caught: the first wrong step
+    int32_t token = -1;   // ... and the token it should have been
+    std::string detail;   // for the log and the response
+  };
+  // Checks the track's steps up to `step` now (on the caller's thread).
+  Outcome check_now(VerifyTrack& track, int64_t step);
+
+  // Counters for /metrics and the web page: checks passed, failed,
+  // inconclusive, skipped; workers banned; steps that passed; tokens a
+  // verifier drew otherwise than the worker (before any referee), and near
+  // ties forgiven (net/token_check.h).
+  nlohmann::json stats() const;
+
+ private:
+  struct Job {
+    std::shared_ptr<VerifyTrack> track;
+    int64_t step;
+  };
+  void loop();
+  // Another worker that holds the model and can run it whole, not in
+  // `exclude`; the coordinator's own worker first, then the most trusted.
+  std::shared_ptr<RemoteWorker> pick(ServedModel& m, const std::set<std::string>& exclude) const;
+  // Runs tokens[from, to) on `w`'s session from position `from`, and
+  // returns the logits of positions [keep_from, to) ([rows, V]).
+  std::vector<float> run_window(ServedModel& m, const nlohmann::json& sample, RemoteWorker& w,
+                                const std::string& session, const std::vector<int32_t>& tokens, int64_t from,
+                                int64_t to, int64_t keep_from);
+  // The referee's draw for one step, from a fresh session; -1 when it could not.
+  Outcome referee(VerifyTrack& t, int64_t step, int32_t verifier_token, const std::set<std::string>& exclude);
+  void convict(RemoteWorker& w, const std::string& why);
+
+  Coordinator& net_;
+  VerifyOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  bool running_ = false;  // a check is in progress
+  std::mt19937_64 coin_;
+  int64_t passed_ = 0, failed_ = 0, inconclusive_ = 0, skipped_ = 0, banned_ = 0;
+  int64_t steps_passed_ = 0, disagreements_ = 0, near_ties_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace bonfire::net

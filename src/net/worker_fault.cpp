@@ -1,0 +1,93 @@
+#include "net/worker_fault.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace bonfire::net {
+
+LieFault::LieFault(const std::string& spec, uint64_t seed) : rng_(seed ? seed : std::random_device{}()) {
+  if (spec.empty()) return;
+  const auto eq = spec.find('=');
+  const std::string kind = spec.substr(0, eq);
+  if (kind != "lie" || eq == std::string::npos)
+    throw Error(ErrorCode::BadGraph, "--fault: unknown fault \"" + spec.substr(0, 32) + "\" (known: lie=P)");
+  try {
+    size_t used = 0;
+    p_ = std::stod(spec.substr(eq + 1), &used);
+    if (used != spec.size() - eq - 1) throw std::invalid_argument("trailing text");
+  } catch (const std::exception&) {
+    throw Error(ErrorCode::BadGraph, "--fault lie=P: P must be a number, got \"" + spec.substr(eq + 1, 32) + "\"");
+  }
+  if (!(p_ >= 0 && p_ <= 1)) throw Error(ErrorCode::BadGraph, "--fault lie=P: P must be in [0, 1]");
+}
+
+bool LieFault::lie_now() {
+  if (p_ <= 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++calls_;
+  return std::uniform_real_distribution<double>(0, 1)(rng_) < p_;
+}
+
+Graph LieFault::with_sample_logits(const Graph& g, std::vector<Sampled>* sampled) {
+  Graph out = g;
+  for (const Ref& r : g.outputs) {
+    if (r.kind != Ref::Node || g.nodes[r.node].op->name != "sample") continue;
+    const Ref& logits = g.nodes[r.node].in.at(0);
+    bool listed = false;
+    for (const Ref& o : out.outputs) listed = listed || o.text() == logits.text();
+    if (!listed) out.outputs.push_back(logits);
+    sampled->push_back({r.text(), logits.text(), !listed});
+  }
+  return out;
+}
+
+std::string LieFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string what;
+  for (const Sampled& s : sampled) {
+    auto t = outputs.find(s.token);
+    auto l = outputs.find(s.logits);
+    if (t == outputs.end() || l == outputs.end()) continue;
+    Tensor& tokens = t->second;
+    const Tensor& logits = l->second;
+    const int64_t V = logits.cols(), rows = std::min<int64_t>(tokens.numel(), logits.rows());
+    if (rows > 0 && V > 1) {
+      // One row of the call; with one row per position only the last one counts.
+      const int64_t r = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng_);
+      const float* row = logits.f32() + (logits.rows() - rows + r) * V;
+      const int64_t drawn = static_cast<int64_t>(tokens.f32()[r]);
+      int64_t second = -1;
+      for (int64_t i = 0; i < V; ++i)
+        if (i != drawn && !std::isnan(row[i]) && (second < 0 || row[i] > row[second])) second = i;
+      if (second >= 0) {
+        tokens.f32()[r] = static_cast<float>(second);
+        what += "token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " + std::to_string(r) + ")";
+      }
+    }
+    if (s.added) outputs.erase(l);
+  }
+  if (!what.empty()) return what;
+  // No token: move every row of every f32 output by 1% of its norm.
+  std::normal_distribution<double> normal(0, 1);
+  for (auto& [name, t] : outputs) {
+    if (t.dtype != DType::F32 || t.numel() == 0) continue;
+    const int64_t C = t.cols();
+    std::vector<double> dir(C);
+    for (int64_t r = 0; r < t.rows(); ++r) {
+      float* x = t.f32() + r * C;
+      double norm = 0, dnorm = 0;
+      for (int64_t i = 0; i < C; ++i) {
+        norm += double(x[i]) * x[i];
+        dir[i] = normal(rng_);
+        dnorm += dir[i] * dir[i];
+      }
+      const double scale = 0.01 * std::sqrt(norm) / std::max(std::sqrt(dnorm), 1e-30);
+      for (int64_t i = 0; i < C; ++i) x[i] += static_cast<float>(scale * dir[i]);
+    }
+    what += (what.empty() ? "" : ", ") + name + " moved by 1% of its norm";
+  }
+  return what;
+}
+
+}  // namespace bonfire::net

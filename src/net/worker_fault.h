@@ -1,0 +1,57 @@
+// A test aid: a worker that lies (`bonfire worker --fault lie=P`). It is the
+// real worker with one switch, so tests, and anyone auditing a network's
+// verifier, can see how fast plausible wrong answers are caught
+// (docs/NETWORK.md "Checking workers"). With probability P per call the
+// worker returns a result that no shape or range check can tell from a
+// right one:
+// - a call that samples a token returns the second-best token instead (the
+//   best-scoring one other than the token drawn), on one row of the call;
+// - any other call (a pipeline stage's hidden state, a verifier's logits)
+//   has every row of its f32 outputs moved by 1% of the row's norm in a
+//   random direction.
+// Each lie is logged on stderr ("fault: lied on call N: ..."), so a test can
+// count what reached users.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace bonfire::net {
+
+class LieFault {
+ public:
+  // `spec` is the text after --fault: "lie=P" with 0 <= P <= 1. Throws
+  // Error(BadGraph) naming what is wrong. `seed` fixes the coin (tests).
+  LieFault(const std::string& spec, uint64_t seed);
+  bool enabled() const { return p_ > 0; }
+
+  // Tosses the coin for one call (thread-safe).
+  bool lie_now();
+
+  // A token the graph samples, and the logits it is drawn from.
+  struct Sampled {
+    std::string token, logits;
+    bool added = false;  // logits is not among the call's own outputs
+  };
+  // The graph to run for a call that lies: `g` with the logits of each
+  // token it samples among its outputs, so the second-best token is known.
+  static Graph with_sample_logits(const Graph& g, std::vector<Sampled>* sampled);
+
+  // Makes `outputs` wrong as the header says, and removes the logits that
+  // with_sample_logits added. Returns what it did, for the log line.
+  std::string tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled);
+
+ private:
+  double p_ = 0;
+  std::mutex mu_;
+  std::mt19937_64 rng_;
+  int64_t calls_ = 0;
+};
+
+}  // namespace bonfire::net

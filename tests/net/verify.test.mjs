@@ -1,0 +1,179 @@
+// Checking workers (docs/NETWORK.md "Checking workers"): a worker that lies
+// (`--fault lie=P`: the second-best token, or a hidden state moved by 1%)
+// among two honest ones is caught by spot checks and banned, never an honest
+// one; generations after the ban equal the one-process run; `"verify": true`
+// gives the one-process tokens even while a liar stays connected; honest
+// workers on different SIMD targets never disagree under the verifier.
+// Prints how fast the liar was caught, what it corrupted meanwhile, and the
+// throughput cost of spot checks.
+import path from 'node:path';
+import {
+  SRC, check, checkEqual, getJson, log, main, postJson, runBonfireJson, startServe, startWorker, stderrOf,
+  stopProcess, streamGenerate, waitFor, workers,
+} from './harness.mjs';
+
+const MODEL = path.join(SRC, 'models', 'demo');
+const N = 64;
+const RUNS = Number(process.env.BONFIRE_VERIFY_RUNS || 20);
+
+// Three requests per round: greedy and seeded, their prompts varying by round.
+function bodies(round) {
+  return [0, 1, 2].map((i) => ({
+    tokens: [1, 10 + ((round * 3 + i) % 200), 42, 7 + i],
+    maxTokens: N,
+    ignoreEos: true,
+    ...(i === 1 ? { temperature: 0.8, seed: 1000 + round, topP: 0.95 } : { temperature: 0 }),
+  }));
+}
+
+// The one-process run of a request (`bonfire generate`).
+function oneProcess(b) {
+  const args = ['generate', '--model', MODEL, '--tokens', b.tokens.join(','), '--max-tokens', String(b.maxTokens),
+                '--ignore-eos', '--json', '--temperature', String(b.temperature ?? 0)];
+  if (b.seed !== undefined) args.push('--seed', String(b.seed), '--top-p', String(b.topP));
+  return runBonfireJson(args).tokens;
+}
+
+async function coordinatorView(serve) {
+  const r = await getJson(serve.url, '/api/v3/workers', { timeoutMs: 10000 });
+  check(r.status === 200, `/api/v3/workers: HTTP ${r.status}`);
+  return r.json;
+}
+
+async function generateAll(serve, list) {
+  const rs = await Promise.all(list.map((b) => postJson(serve.url, '/api/v3/generate', b)));
+  rs.forEach((r, i) => check(r.status === 200, `request ${i}: HTTP ${r.status}: ${r.text}`));
+  return rs.map((r) => r.json);
+}
+
+const lies = (w) => (stderrOf(w).match(/fault: lied on call/g) || []).length;
+// Lies about a token: what reached a user (the rest went to checks).
+const tokenLies = (w) => (stderrOf(w).match(/fault: lied on call [^\n]*: token/g) || []).length;
+
+await main('verify', async () => {
+  // ---- a liar at P = 0.05 among two honest workers, verify-rate 0.05 ----
+  const after = bodies(999);
+  const wantAfter = after.map(oneProcess);
+  const caughtAt = [];
+  let slow = 0;
+  for (let run = 0; run < RUNS; ++run) {
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--verify-rate', '0.05',
+                                    '--verify-seed', String(run + 1)], { name: `serve ${run}` });
+    const honest = ['h1', 'h2'].map((id) => startWorker(serve.url, ['--model', MODEL, '--id', id, '--no-fetch'], { name: `${id} ${run}` }));
+    const liar = startWorker(serve.url, ['--model', MODEL, '--id', 'liar', '--no-fetch', '--fault', 'lie=0.05',
+                                         '--fault-seed', String(7 * run + 3)], { name: `liar ${run}` });
+    await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 3, 60000, '3 workers');
+    let ban = null;
+    let liarSteps = 0;
+    for (let round = 0; !ban && liarSteps < 1000; ++round) {
+      await generateAll(serve, bodies(round));
+      // A check drawn near the end of a round may still be running.
+      const view = await waitFor(async () => {
+        const v = await coordinatorView(serve);
+        return v.verifier.waiting === 0 ? v : null;
+      }, 60000, 'the checks to finish');
+      ban = view.bans.find((b) => b.id === 'liar');
+      for (const b of view.bans) check(b.id === 'liar', `an honest worker was banned: ${JSON.stringify(b)}`);
+      const w = view.workers.find((x) => x.id === 'liar');
+      if (w) liarSteps = w.load.steps;
+    }
+    check(ban, `run ${run}: the liar was not caught within ${liarSteps} of its steps`);
+    caughtAt.push(ban.steps);
+    if (ban.steps > 200) ++slow;
+    log(`run ${run}: the liar was banned after ${ban.steps} of its steps; it had corrupted ${tokenLies(liar)} ` +
+        `tokens sent to users (and lied ${lies(liar) - tokenLies(liar)} times to checks it ran)`);
+    // Generations that start after the ban equal the one-process run.
+    const got = await generateAll(serve, after);
+    got.forEach((r, i) => checkEqual(r.tokens, wantAfter[i], `run ${run}: request ${i} after the ban`));
+    const view = await coordinatorView(serve);
+    check(view.workers.map((w) => w.id).sort().join() === 'h1,h2', `run ${run}: workers after the ban: ${view.workers.map((w) => w.id)}`);
+    check(view.bans.length === 1, `run ${run}: bans ${JSON.stringify(view.bans)}`);
+    for (const h of honest) check(!/banned/.test(stderrOf(h)), `${h.name} was banned:\n${stderrOf(h)}`);
+    await Promise.all([serve, ...honest, liar].map((p) => stopProcess(p)));
+  }
+  caughtAt.sort((a, b) => a - b);
+  log(`liar caught in ${RUNS} runs; its steps before the ban: median ${caughtAt[RUNS >> 1]}, max ` +
+      `${caughtAt[RUNS - 1]}; within 200 steps in ${RUNS - slow} of ${RUNS}`);
+  check(RUNS - slow >= Math.ceil(0.95 * RUNS), `the liar was caught within 200 of its steps in only ${RUNS - slow} of ${RUNS} runs`);
+
+  // ---- "verify": true while a liar stays connected ----
+  {
+    // --ban-time 0: the liar is shut out and rejoins at once, so it is
+    // connected (and lying) the whole time.
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--ban-time', '0']);
+    for (const id of ['h1', 'h2']) startWorker(serve.url, ['--model', MODEL, '--id', id, '--no-fetch']);
+    const liar = startWorker(serve.url, ['--model', MODEL, '--id', 'liar', '--no-fetch', '--fault', 'lie=0.3', '--fault-seed', '5']);
+    await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 3, 60000, '3 workers');
+    let caught = 0;
+    for (let round = 0; round < 3; ++round) {
+      const list = bodies(round + 500).map((b) => ({ ...b, verify: true }));
+      const want = list.map(oneProcess);
+      const got = await generateAll(serve, list);
+      got.forEach((r, i) => {
+        checkEqual(r.tokens, want[i], `verify:true round ${round} request ${i}`);
+        check(r.verified && r.verified.verified === r.verified.tokens && r.verified.tokens === N,
+              `verify:true: the response says ${JSON.stringify(r.verified)}`);
+        if (r.verified.wrongFound) ++caught;
+      });
+      // Streamed: the tokens are checked before they are sent.
+      const events = [];
+      await streamGenerate(serve.url, { ...list[0], stream: true }, { onEvent: (e) => events.push(e) });
+      const done = events.find((e) => e.done);
+      check(done && done.verified && done.verified.verified === N, `streamed verify: ${JSON.stringify(done)}`);
+      checkEqual(events.filter((e) => !e.done && e.token !== undefined).map((e) => e.token), want[0], 'streamed verify:true tokens');
+    }
+    check(lies(liar) > 0, 'the liar never lied: the test proves nothing');
+    log(`verify:true: every token equal to the one-process run while the liar lied ${lies(liar)} times; ` +
+        `${caught} responses had a wrong token replaced`);
+    const view = await coordinatorView(serve);
+    check(view.verifier.banned >= 1, `the liar was never banned: ${JSON.stringify(view.verifier)}`);
+    await stopProcess(liar);
+  }
+
+  // ---- honest workers on different SIMD targets: no false positives ----
+  {
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--verify-rate', '1']);
+    startWorker(serve.url, ['--model', MODEL, '--id', 'best', '--no-fetch']);
+    startWorker(serve.url, ['--model', MODEL, '--id', 'sse4', '--no-fetch', '--simd', 'sse4']);
+    const ws = await waitFor(async () => {
+      const w = await workers(serve.url);
+      return w.filter((x) => x.models.length === 1).length === 2 ? w : null;
+    }, 60000, '2 workers');
+    const targets = ws.map((w) => `${w.id}: ${w.simd}`).join(', ');
+    check(new Set(ws.map((w) => w.simd)).size === 2, `the workers run the same SIMD target (${targets})`);
+    let view;
+    for (let round = 0; ; ++round) {
+      await generateAll(serve, bodies(round + 100).map((b) => ({ ...b, maxTokens: 128 })));
+      view = await waitFor(async () => {
+        const v = await coordinatorView(serve);
+        return v.verifier.waiting === 0 ? v : null;
+      }, 120000, 'the checks to finish');
+      if (view.verifier.stepsPassed >= 1000 || round > 20) break;
+    }
+    const v = view.verifier;
+    log(`SIMD targets ${targets}: ${v.stepsPassed} steps checked, ${v.disagreements} disagreements, ` +
+        `${v.nearTies} near ties forgiven, ${v.inconclusive} inconclusive checks`);
+    check(v.stepsPassed >= 1000, `only ${v.stepsPassed} steps were checked`);
+    check(v.disagreements === 0 && v.banned === 0, `false positives between honest workers: ${JSON.stringify(v)}`);
+  }
+
+  // ---- the throughput cost of verify-rate 0.05 (printed, not asserted) ----
+  {
+    const rates = {};
+    for (const rate of ['0', '0.05']) {
+      const serve = await startServe(['--model', MODEL, '--verify-rate', rate]);
+      startWorker(serve.url, ['--model', MODEL, '--id', 'w2', '--no-fetch']);
+      await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 2, 60000, '2 workers');
+      await generateAll(serve, bodies(0));  // warm up
+      const t0 = performance.now();
+      let tokens = 0;
+      for (let round = 0; round < 6; ++round)
+        for (const r of await generateAll(serve, [...bodies(round), ...bodies(round + 50)])) tokens += r.tokens.length;
+      await waitFor(async () => (await coordinatorView(serve)).verifier.waiting === 0, 120000, 'the checks to finish');
+      rates[rate] = tokens / ((performance.now() - t0) / 1000);
+      await stopProcess(serve);
+    }
+    log(`throughput on the demo model, 6 concurrent streams over 2 workers: ${rates['0'].toFixed(1)} tokens/s ` +
+        `without checks, ${rates['0.05'].toFixed(1)} with verify-rate 0.05 (cost ${((1 - rates['0.05'] / rates['0']) * 100).toFixed(1)}%)`);
+  }
+}, { timeoutMs: 1500000 });
