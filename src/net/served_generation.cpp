@@ -43,6 +43,12 @@ class PipelineRun {
     return checked(step, run_step(tokens, pos, step));
   }
 
+  // The generation ended. One that drew a spot check has its last steps
+  // checked too, so a checked generation is checked whole.
+  void finished() {
+    if (track_ && checked_ && !checks_.every_step) checks_.verifier->check_later(track_, track_->steps() - 1);
+  }
+
  private:
   int32_t run_step(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
     if (stages_.empty()) place({});
@@ -79,6 +85,7 @@ class PipelineRun {
     if (!track_) return token;
     std::vector<std::shared_ptr<RemoteWorker>> workers;
     for (const auto& s : stages_) workers.push_back(s.worker);
+    if (step == 0) track_->prompt_chunks(chunks_);
     track_->claim(step, token, std::move(workers));
     if (checks_.every_step) {
       for (int attempt = 0;; ++attempt) {
@@ -318,7 +325,7 @@ ir::GenerateResult ServedModel::generate(Coordinator& net, const ir::GenerateReq
   PipelineRun run(*this, net, request, trace, checks);
   const auto t0 = std::chrono::steady_clock::now();
   bool first = true;
-  return ir::generate_loop(
+  ir::GenerateResult result = ir::generate_loop(
       local_->text_model(), request,
       [&](const std::vector<int32_t>& tokens, int64_t pos, int64_t step) { return run.step(tokens, pos, step); },
       [&](int32_t id, const std::string& text) {
@@ -328,6 +335,8 @@ ir::GenerateResult ServedModel::generate(Coordinator& net, const ir::GenerateReq
         first = false;
         return on_token ? on_token(id, text) : true;
       });
+  run.finished();
+  return result;
 }
 
 }  // namespace bonfire::net

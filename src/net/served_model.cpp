@@ -158,16 +158,20 @@ std::shared_ptr<const ServedModel::StepGraph> ServedModel::step_graph(int64_t fi
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return it->second;
   if (graphs_.size() > 256) graphs_.clear();  // generations running keep theirs (shared_ptr)
-  // "verify-*": a checker's teacher-forced chunk (net/verifier.h), the
-  // logits of every position and no draw.
+  // "verify-*": a checker's teacher-forced chunk (net/verifier.h): logits
+  // and no draw; of every position, or of the last ("verify-last-*", as a
+  // prompt's last chunk computes them).
   const bool verify = mode.rfind("verify-", 0) == 0;
+  const auto ends_with = [&](const std::string& s) {
+    return mode.size() >= s.size() && mode.compare(mode.size() - s.size(), s.size(), s) == 0;
+  };
   ir::LowerOptions o;
   o.mode = mode == "decode" ? mode : "prefill";
-  o.allocate = mode == "prefill" || mode == "verify-prefill";  // else a later chunk writes on into the caches
+  o.allocate = ends_with("prefill");  // else a later chunk writes on into the session's caches
   o.tokens = tokens;
   o.ctx = local_->ctx();
   o.logits = verify;
-  o.all_logits = verify;
+  o.all_logits = verify && mode.rfind("verify-last-", 0) != 0;
   o.sample = end == n_layers_ && !verify ? sample : json();
   o.first_layer = first;
   o.end_layer = end;

@@ -77,7 +77,9 @@ class ServedModel {
 
   // The lowered step graph for layers [first, end) (cached). `mode` is
   // "prefill" (allocates the session's caches), "continue" (a later chunk of
-  // a prompt) or "decode" (one token). Decode graphs
+  // a prompt) or "decode" (one token); a checker's chunks (net/verifier.h)
+  // are "verify-prefill"/"verify-continue" (logits of every position) and
+  // "verify-last-prefill"/"verify-last-continue" (of the last). Decode graphs
   // also get a key under which workers keep them registered.
   struct StepGraph {
     nlohmann::json call;

@@ -87,6 +87,7 @@ Message StepScheduler::call_message(const std::vector<Pending*>& rows) {
   Message msg(json{{"type", "run"}, {"model", first.model}});
   if (!first.graph_key.empty()) msg.header["graph"] = first.graph_key;
   if (first.graph_key.empty() || !first.worker->has_graph(first.graph_key)) msg.header["call"] = *first.call;
+  if (first.step_numerics) msg.header["stepNumerics"] = true;
   if (rows.size() == 1) {
     msg.header["session"] = first.session;
     msg.header["bind"] = first.bind;

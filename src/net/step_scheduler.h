@@ -47,6 +47,7 @@ struct StepCall {
   int64_t tokens = 1;
   bool batchable = false;  // a one-token decode step of a registered graph
   bool alone = false;      // go in a call of its own (after a failed batch)
+  bool step_numerics = false;  // every row as its one-token step computes it (a checker's call)
 };
 
 class StepScheduler {

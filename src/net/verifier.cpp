@@ -25,6 +25,11 @@ void VerifyTrack::claim(int64_t step, int32_t token, std::vector<std::shared_ptr
   claims_.push_back({token, std::move(workers)});
 }
 
+void VerifyTrack::prompt_chunks(std::vector<int64_t> chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  chunks_ = std::move(chunks);
+}
+
 void VerifyTrack::correct(int64_t step, int32_t token) {
   std::lock_guard<std::mutex> lock(mu_);
   claims_.at(static_cast<size_t>(step)).token = token;
@@ -135,24 +140,47 @@ std::shared_ptr<RemoteWorker> Verifier::pick(ServedModel& m, const std::set<std:
   return best;
 }
 
-std::vector<float> Verifier::run_window(ServedModel& m, const json& sample, RemoteWorker& w,
-                                        const std::string& session, const std::vector<int32_t>& tokens,
-                                        int64_t from, int64_t to, int64_t keep_from) {
+std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const std::string& session,
+                                        const std::vector<int32_t>& tokens, int64_t from, int64_t to,
+                                        int64_t keep_from) {
+  ServedModel& m = t.model_;
   const int64_t L = m.n_layers();
+  const int64_t n = static_cast<int64_t>(t.prompt_.size());
   const int64_t chunk = std::max<int64_t>(1, m.scheduler().options().max_chunk);
   const int64_t vocab = m.local().ir()["model"]["vocab"].get<int64_t>();
+  std::vector<int64_t> prompt_ends;  // where the generation's prompt chunks ended
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    int64_t at = 0;
+    for (int64_t len : t.chunks_) prompt_ends.push_back(at += len);
+  }
+  if (prompt_ends.empty() || prompt_ends.back() != n)
+    throw Error(ErrorCode::Internal, "verify: the prompt's chunks are not known");
   std::vector<float> kept;
   const auto worker = net_.find(w.id());
   if (!worker) throw Error(ErrorCode::NoWorker, "the verifier left");
   for (int64_t a = from; a < to;) {
-    // Positions before keep_from need no logits: the ordinary prompt graph.
-    const bool wants_logits = a + 1 > keep_from || to <= keep_from;
-    int64_t b = std::min(to, a + chunk);
-    if (!wants_logits) b = std::min(b, keep_from);
-    const std::string mode = wants_logits ? (a == 0 ? "verify-prefill" : "verify-continue")
-                                          : (a == 0 ? "prefill" : "continue");
+    // The prompt goes in the generation's own chunks, so every product
+    // takes the path it took there (ops/gemm.h picks int8 or f32 by rows);
+    // its last chunk gives step 0's logits as the generation's head did.
+    // After it, each position was a one-token step: the rest goes in
+    // chunks computed row by row as such steps ("stepNumerics").
+    int64_t b;
+    std::string mode;
+    const bool in_prompt = a < n;
+    if (in_prompt) {
+      const auto it = std::upper_bound(prompt_ends.begin(), prompt_ends.end(), a);
+      b = *it;
+      if (it != prompt_ends.begin() && *(it - 1) != a)
+        throw Error(ErrorCode::Internal, "verify: a window starts inside a prompt chunk");
+      mode = b == n && keep_from < n ? "verify-last-" : "";
+    } else {
+      b = std::min(to, a + chunk);
+      mode = "verify-";
+    }
+    mode += a == 0 ? "prefill" : "continue";
     const int64_t T = b - a;
-    const auto g = m.step_graph(0, L, mode, T, sample);
+    const auto g = m.step_graph(0, L, mode, T, t.sample_);
     StepCall c;
     c.worker = worker;
     c.model = m.id();
@@ -160,19 +188,21 @@ std::vector<float> Verifier::run_window(ServedModel& m, const json& sample, Remo
     c.call = std::shared_ptr<const json>(g, &g->call);
     c.outputs = &g->outputs;
     c.bind = json{{"pos", a}, {"step", 0}};
-    if (!wants_logits) c.bind.update(ServedModel::sample_bind(sample));
+    if (mode == "prefill" || mode == "continue") c.bind.update(ServedModel::sample_bind(t.sample_));
     c.tokens = T;
+    c.step_numerics = !in_prompt;
     Tensor ids = Tensor::empty({T});
     for (int64_t i = 0; i < T; ++i) ids.f32()[i] = static_cast<float>(tokens[a + i]);
     c.inputs["in:tokens"] = ids;
     Message reply = m.scheduler().run(StepScheduler::stage_key(*worker, m.id(), 0, L), c, options_.call_timeout_s);
-    if (wants_logits) {
+    if (mode.rfind("verify-", 0) == 0) {
+      const int64_t rows = mode.rfind("verify-last-", 0) == 0 ? 1 : T;
       auto it = reply.tensors.find("logits");
-      if (it == reply.tensors.end() || it->second.numel() != T * vocab)
-        throw Error(ErrorCode::NoWorker, "the verifier's reply lacks the logits of " + std::to_string(T) + " positions");
+      if (it == reply.tensors.end() || it->second.numel() != rows * vocab)
+        throw Error(ErrorCode::NoWorker, "the verifier's reply lacks the logits of " + std::to_string(rows) + " positions");
       const float* l = it->second.f32();
-      for (int64_t p = std::max(a, keep_from); p < b; ++p)
-        kept.insert(kept.end(), l + (p - a) * vocab, l + (p - a + 1) * vocab);
+      for (int64_t p = std::max(b - rows, keep_from); p < b; ++p)
+        kept.insert(kept.end(), l + (p - (b - rows)) * vocab, l + (p - (b - rows) + 1) * vocab);
     }
     a = b;
   }
@@ -221,7 +251,7 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
   const auto verifier = t.verifier_;
   std::vector<float> logits;
   try {
-    logits = run_window(t.model_, t.sample_, *verifier, t.session_, fed, t.pos_, n + upto, n + first - 1);
+    logits = run_window(t, *verifier, t.session_, fed, t.pos_, n + upto, n + first - 1);
   } catch (const std::exception& e) {
     t.verifier_.reset();  // its session's state is unknown now
     return inconclusive(std::string("the verifier ") + verifier->id() + " failed: " + e.what());
@@ -280,12 +310,19 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
     t.verifier_.reset();  // the window is checked again by another
     return inconclusive(where);
   }
-  if (r.result == Result::Caught)
-    for (const auto& w : wrong.workers) w->note_check(CheckResult::Failed);  // a pipeline: which stage is not known
-  {
+  if (r.result == Result::Caught) {
+    // A pipeline: the token is wrong, but which stage made it so is not
+    // known; every stage's worker is marked, none banned.
+    for (const auto& w : wrong.workers) w->note_check(CheckResult::Failed);
     std::lock_guard<std::mutex> lock(t.mu_);
     t.verified_ += bad - first;
     t.next_step_ = upto + 1;
+    t.wrong_found_ = true;
+  } else {
+    // Nobody to decide (no referee, or one that agrees with neither): the
+    // steps stay unchecked, and the next check starts over on a new session.
+    t.verifier_->send(Message(json{{"type", "free"}, {"session", t.session_}}));
+    t.verifier_.reset();
   }
   return inconclusive(where);
 }
@@ -317,7 +354,7 @@ Verifier::Outcome Verifier::referee(VerifyTrack& t, int64_t step, int32_t verifi
   const std::string session = random_session_id("r");
   std::vector<float> logits;
   try {
-    logits = run_window(t.model_, t.sample_, *ref, session, fed, 0, n + step, n + step - 1);
+    logits = run_window(t, *ref, session, fed, 0, n + step, n + step - 1);
   } catch (const std::exception& e) {
     ref->send(Message(json{{"type", "free"}, {"session", session}}));
     o.detail = std::string("the referee failed: ") + e.what();

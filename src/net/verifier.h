@@ -58,6 +58,9 @@ class VerifyTrack {
   // Step `step` (0 = the prefill) returned `token`, made by `workers` (its
   // stages' workers, the last one drew the token).
   void claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers);
+  // How the generation cut its prompt into prefill calls (known after
+  // step 0): a check feeds it the same way, so it computes the same numbers.
+  void prompt_chunks(std::vector<int64_t> chunks);
   // A check corrected the step's token (a verify-all request).
   void correct(int64_t step, int32_t token);
   int64_t steps() const;
@@ -77,6 +80,7 @@ class VerifyTrack {
   mutable std::mutex mu_;   // claims_ and the counters
   std::mutex check_mu_;     // one check at a time per generation
   std::vector<Claim> claims_;
+  std::vector<int64_t> chunks_;  // the prompt's prefill calls
   // The verifier's session: its worker, id, and the positions it holds.
   std::shared_ptr<RemoteWorker> verifier_;
   std::string session_;
@@ -123,11 +127,12 @@ class Verifier {
   // Another worker that holds the model and can run it whole, not in
   // `exclude`; the coordinator's own worker first, then the most trusted.
   std::shared_ptr<RemoteWorker> pick(ServedModel& m, const std::set<std::string>& exclude) const;
-  // Runs tokens[from, to) on `w`'s session from position `from`, and
-  // returns the logits of positions [keep_from, to) ([rows, V]).
-  std::vector<float> run_window(ServedModel& m, const nlohmann::json& sample, RemoteWorker& w,
-                                const std::string& session, const std::vector<int32_t>& tokens, int64_t from,
-                                int64_t to, int64_t keep_from);
+  // Runs tokens[from, to) of the track's generation on `w`'s session from
+  // position `from` (a prompt chunk's start, or past the prompt), and
+  // returns the logits of positions [keep_from, to) ([rows, V]); keep_from
+  // is at least the prompt's last position.
+  std::vector<float> run_window(VerifyTrack& t, RemoteWorker& w, const std::string& session,
+                                const std::vector<int32_t>& tokens, int64_t from, int64_t to, int64_t keep_from);
   // The referee's draw for one step, from a fresh session; -1 when it could not.
   Outcome referee(VerifyTrack& t, int64_t step, int32_t verifier_token, const std::set<std::string>& exclude);
   void convict(RemoteWorker& w, const std::string& why);

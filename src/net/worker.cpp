@@ -380,6 +380,10 @@ struct Worker::Impl {
     std::optional<Graph> lying;
     if (lie && lie->lie_now()) lying = LieFault::with_sample_logits(call->graph, &sampled);
     const Graph& graph = lying ? *lying : call->graph;
+    // "stepNumerics": every row computed as its one-token step was (a
+    // checker's recomputation; docs/PROTOCOL-EXTENSIONS.md).
+    std::optional<Int8AnyRowsScope> step_numerics;
+    if (h.value("stepNumerics", false)) step_numerics.emplace();
     try {
       const auto& in = inputs.empty() ? call->inputs : inputs;
       if (batched) {

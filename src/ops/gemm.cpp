@@ -38,6 +38,7 @@ constexpr int64_t kTile = 64;  // weight rows per tile
 std::atomic<Int8Activations> g_int8{Int8Activations::Small};
 constexpr uint32_t kInt8Allowed = 1u << 0;  // a thread_flags() bit
 constexpr uint32_t kRowsApart = 1u << 1;    // a thread_flags() bit: BatchRowsScope
+constexpr uint32_t kInt8AnyRows = 1u << 2;  // a thread_flags() bit: Int8AnyRowsScope
 
 // The int8 path: x's rows quantized once (into this thread's reusable
 // buffer), then every weight row dotted with each. False when x holds a
@@ -47,7 +48,9 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
   const int64_t N = w.rows, K = w.cols;
   const Int8Activations mode = g_int8.load(std::memory_order_relaxed);
   if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off) return false;
-  if ((mode == Int8Activations::Small && M >= kInt8Rows) || !simd::int8_dot_supported(w.dtype, K)) return false;
+  if ((mode == Int8Activations::Small && M >= kInt8Rows && !(thread_flags() & kInt8AnyRows)) ||
+      !simd::int8_dot_supported(w.dtype, K))
+    return false;
   thread_local std::vector<simd::ActBlock> xq;
   const int64_t blocks = K / 32;
   xq.resize(static_cast<size_t>(M * blocks));
@@ -81,6 +84,7 @@ Int8Activations int8_activations() { return g_int8; }
 
 Int8Scope::Int8Scope() : ThreadFlagsScope(kInt8Allowed) {}
 BatchRowsScope::BatchRowsScope() : ThreadFlagsScope(kRowsApart) {}
+Int8AnyRowsScope::Int8AnyRowsScope() : ThreadFlagsScope(kInt8AnyRows) {}
 
 WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   WeightRows w;

@@ -51,6 +51,14 @@ class Int8Scope : ThreadFlagsScope {
   Int8Scope();
 };
 
+// Within an Int8Scope, lets products of any number of rows use int8
+// activations when the mode is Small: a checker recomputing many steps in
+// one prefill (net/verifier.h) gets each row as its one-token step got it.
+class Int8AnyRowsScope : ThreadFlagsScope {
+ public:
+  Int8AnyRowsScope();
+};
+
 // In a batched call (graph/batch.h) each of the < 16 activation rows is
 // dotted with the weight on its own, as in a one-row product, so a row's
 // result does not depend on the rows beside it (BLAS would block them

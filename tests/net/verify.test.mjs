@@ -9,7 +9,7 @@
 import path from 'node:path';
 import {
   SRC, check, checkEqual, getJson, log, main, postJson, runBonfireJson, startServe, startWorker, stderrOf,
-  stopProcess, streamGenerate, waitFor, workers,
+  stopProcess, streamGenerate, testModel, waitFor, workers,
 } from './harness.mjs';
 
 const MODEL = path.join(SRC, 'models', 'demo');
@@ -131,10 +131,12 @@ await main('verify', async () => {
   }
 
   // ---- honest workers on different SIMD targets: no false positives ----
-  {
-    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--verify-rate', '1']);
-    startWorker(serve.url, ['--model', MODEL, '--id', 'best', '--no-fetch']);
-    startWorker(serve.url, ['--model', MODEL, '--id', 'sse4', '--no-fetch', '--simd', 'sse4']);
+  // The demo model (f32) and a q8_0 GGUF (int8 activations in steps), with
+  // 20-token prompts so the prefill takes the many-row path.
+  for (const model of [MODEL, path.join(testModel('llama', 'f32,q8_0'), 'model-q8_0.gguf')]) {
+    const serve = await startServe(['--no-local-worker', '--model', model, '--verify-rate', '1']);
+    startWorker(serve.url, ['--model', model, '--id', 'best', '--no-fetch']);
+    startWorker(serve.url, ['--model', model, '--id', 'sse4', '--no-fetch', '--simd', 'sse4']);
     const ws = await waitFor(async () => {
       const w = await workers(serve.url);
       return w.filter((x) => x.models.length === 1).length === 2 ? w : null;
@@ -143,7 +145,10 @@ await main('verify', async () => {
     check(new Set(ws.map((w) => w.simd)).size === 2, `the workers run the same SIMD target (${targets})`);
     let view;
     for (let round = 0; ; ++round) {
-      await generateAll(serve, bodies(round + 100).map((b) => ({ ...b, maxTokens: 128 })));
+      const list = bodies(round + 100).map((b, i) => ({
+        ...b, maxTokens: 128, tokens: Array.from({ length: 20 }, (_, k) => 1 + ((round * 31 + i * 7 + k * 13) % 250)),
+      }));
+      await generateAll(serve, list);
       view = await waitFor(async () => {
         const v = await coordinatorView(serve);
         return v.verifier.waiting === 0 ? v : null;
@@ -151,10 +156,11 @@ await main('verify', async () => {
       if (view.verifier.stepsPassed >= 1000 || round > 20) break;
     }
     const v = view.verifier;
-    log(`SIMD targets ${targets}: ${v.stepsPassed} steps checked, ${v.disagreements} disagreements, ` +
-        `${v.nearTies} near ties forgiven, ${v.inconclusive} inconclusive checks`);
+    log(`${path.basename(model)}, SIMD targets ${targets}: ${v.stepsPassed} steps checked, ${v.disagreements} ` +
+        `disagreements, ${v.nearTies} near ties forgiven, ${v.inconclusive} inconclusive checks`);
     check(v.stepsPassed >= 1000, `only ${v.stepsPassed} steps were checked`);
     check(v.disagreements === 0 && v.banned === 0, `false positives between honest workers: ${JSON.stringify(v)}`);
+    await stopProcess(serve);
   }
 
   // ---- the throughput cost of verify-rate 0.05 (printed, not asserted) ----
