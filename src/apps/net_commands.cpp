@@ -84,6 +84,9 @@ std::function<int()> add_net_commands(CLI::App& app) {
 #ifdef BONFIRE_SOURCE_DIR
   o->serve.source_web_dir = BONFIRE_SOURCE_DIR "/web";
 #endif
+  serve->add_option("--tls-cert", o->serve.tls_cert,
+                    "PEM certificate (chain) to serve HTTPS and wss:// with; needs --tls-key");
+  serve->add_option("--tls-key", o->serve.tls_key, "PEM private key of --tls-cert (unencrypted)");
   serve->add_flag("--quiet", o->serve.quiet, "no log lines on stderr");
   add_compute_options(*serve, true);
 
