@@ -41,13 +41,12 @@ void connect(asio::io_context& io, beast::tcp_stream& s, const Url& url) {
                                            (ec == beast::error::timeout ? "no answer within 10 s" : ec.message()));
 }
 
-void handshake(asio::io_context& io, TlsStream& s, const Url& url, const TlsClient* tls) {
-  if (!tls) throw Error(ErrorCode::Internal, url.base() + ": no TLS settings to reach it with");
-  tls->prepare(s, url.host);
+void handshake(asio::io_context& io, TlsStream& s, const Url& url, const TlsClient& tls) {
+  tls.prepare(s, url.host);
   beast::get_lowest_layer(s).expires_after(kStepTimeout);
   const auto ec = run_io(io, [&](auto h) { s.async_handshake(asio::ssl::stream_base::client, h); });
   if (!ec) return;
-  const auto failure = tls->explain(ec, s, url.host, url.base());
+  const auto failure = tls.explain(ec, s, url.host, url.base());
   throw DialError(failure.refusal ? Kind::Refused : Kind::Failed, failure.message);
 }
 
@@ -133,7 +132,7 @@ LinkStream dial_link(asio::io_context& io, const Url& url, const TlsClient* tls)
   if (!tls) throw Error(ErrorCode::Internal, url.base() + ": no TLS settings to reach it with");
   WssStream ws(io, tls->context());
   connect(io, beast::get_lowest_layer(ws), url);
-  handshake(io, ws.next_layer(), url, tls);
+  handshake(io, ws.next_layer(), url, *tls);
   upgrade(io, ws, url);
   return LinkStream(std::in_place_type<WssStream>, std::move(ws));
 }
@@ -147,7 +146,7 @@ void http_download(const Url& server, const TlsClient* tls, const std::string& p
       if (!tls) throw Error(ErrorCode::Internal, server.base() + ": no TLS settings to reach it with");
       TlsStream stream(ioc, tls->context());
       connect(ioc, beast::get_lowest_layer(stream), server);
-      handshake(ioc, stream, server, tls);
+      handshake(ioc, stream, server, *tls);
       fetch(ioc, stream, server, path, file, part, max_bytes, bearer, stall_s);
     } else {
       beast::tcp_stream stream(ioc);

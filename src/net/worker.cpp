@@ -32,7 +32,6 @@
 namespace bonfire::net {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
