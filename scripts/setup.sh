@@ -16,8 +16,10 @@ BUILD_PKGS=(
 # tools/train_demo.py reads the King James Bible through bible-kjv's program.
 REF_PKGS=(python3 python3-numpy python3-torch python3-jsonschema bible-kjv bible-kjv-text)
 # The test command adds what only tests use: the browser for the web page's
-# test, and Clang with its sanitizer/libFuzzer runtimes for the fuzz targets.
-TEST_PKGS=(chromium clang-14 libclang-rt-14-dev)
+# test, Clang with its sanitizer/libFuzzer runtimes for the fuzz targets, and
+# the openssl command, which makes the TLS tests' certificates (ca-certificates:
+# the system CAs a worker trusts by default).
+TEST_PKGS=(chromium clang-14 libclang-rt-14-dev openssl ca-certificates)
 
 want=("${BUILD_PKGS[@]}")
 for arg in "$@"; do

@@ -119,12 +119,27 @@ TEST(NetUrl, JoinUrls) {
   EXPECT_THROW(parse_join_url("ftp://h:1"), Error);
   EXPECT_THROW(parse_join_url("http://:1"), Error);
   EXPECT_THROW(parse_join_url("http://h:x1"), Error);
-  try {
-    parse_join_url("https://h:1");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("TLS"), std::string::npos);
-  }
+  EXPECT_FALSE(parse_join_url("http://h:1").tls);
+  EXPECT_FALSE(parse_join_url("ws://h:1").tls);
+}
+
+TEST(NetUrl, TlsJoinUrls) {
+  Url u = parse_join_url("https://coordinator.example:8443");
+  EXPECT_TRUE(u.tls);
+  EXPECT_EQ(u.host, "coordinator.example");
+  EXPECT_EQ(u.port, "8443");
+  EXPECT_EQ(u.path, "/api/v3/worker");
+  EXPECT_EQ(u.base(), "https://coordinator.example:8443");  // downloads go over HTTPS too
+  u = parse_join_url("wss://127.0.0.1:9/api/v3/worker");
+  EXPECT_TRUE(u.tls);
+  EXPECT_EQ(u.host, "127.0.0.1");
+  EXPECT_EQ(u.path, "/api/v3/worker");
+  EXPECT_EQ(u.base(), "https://127.0.0.1:9");
+  EXPECT_EQ(parse_join_url("https://h").port, "443");
+  EXPECT_EQ(parse_join_url("wss://h/").port, "443");
+  EXPECT_THROW(parse_join_url("https://:1"), Error);
+  EXPECT_THROW(parse_join_url("wss://h:443x"), Error);
+  EXPECT_THROW(parse_join_url("tls://h:1"), Error);
 }
 
 TEST(NetModelHash, Sha256AndSafeNames) {

@@ -96,11 +96,17 @@ std::function<int()> add_net_commands(CLI::App& app) {
 #ifdef BONFIRE_SOURCE_DIR
   o->serve.source_web_dir = BONFIRE_SOURCE_DIR "/web";
 #endif
+  serve->add_option("--tls-cert", o->serve.tls_cert,
+                    "PEM certificate (chain) to serve HTTPS and wss:// with; needs --tls-key");
+  serve->add_option("--tls-key", o->serve.tls_key, "PEM private key of --tls-cert (unencrypted)");
   serve->add_flag("--quiet", o->serve.quiet, "no log lines on stderr");
   add_compute_options(*serve, true);
 
   auto* worker = app.add_subcommand("worker", "a volunteer worker: joins a coordinator and runs what it is sent");
-  worker->add_option("--join", o->worker.join, "the coordinator's URL (http://host:port)")->required();
+  worker->add_option("--join", o->worker.join, "the coordinator's URL (http://host:port, or https://host:port)")
+      ->required();
+  worker->add_option("--ca", o->worker.ca_file,
+                     "PEM file of the CA(s) to trust for an https:// coordinator (default: the system's CAs)");
   worker->add_option("--model", o->worker.models, "model folder or GGUF file held on this machine (repeatable)");
   worker->add_option("--token", o->worker.token, "the network's shared secret");
   worker->add_option("--id", o->worker.id, "this worker's name (default: the coordinator assigns one)");

@@ -1,14 +1,14 @@
 #include "net/coordinator.h"
 
 #include <algorithm>
-
-#include <unistd.h>
-
 #include <cstdio>
 
 #include <boost/asio/strand.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <chrono>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/json_parse.h"
@@ -244,61 +244,57 @@ void Coordinator::shutdown() {
     if (t.joinable()) t.join();
 }
 
-void Coordinator::accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request, std::shared_ptr<void> slot) {
-  // The link gets a strand of its own: its handlers never run at once, and
-  // different links run on different I/O threads.
-  boost::asio::ip::tcp::socket own(boost::asio::make_strand(ioc_));
-  beast::error_code ec;
-  const auto protocol = socket.local_endpoint(ec).protocol();
-  if (ec) return;
-  const int fd = ::dup(socket.native_handle());
-  socket.close(ec);
-  if (fd < 0) return;
-  own.assign(protocol, fd, ec);
-  if (ec) {
-    ::close(fd);
-    return;
-  }
-  auto ws = std::make_shared<WsStream>(std::move(own));
+void Coordinator::accept(ServerStream stream, HttpRequestRaw request, std::shared_ptr<void> slot) {
+  // The stream is on a strand of its own (the HTTP server made it so): the
+  // link's handlers never run at once, and different links run on
+  // different I/O threads.
   auto req = std::make_shared<HttpRequestRaw>(std::move(request));
-  ws->async_accept(*req, [this, ws, req, slot](beast::error_code ec) {
-    if (ec) return;
-    Link::Options lo;
-    lo.max_frame_bytes = options_.hello_max_bytes;  // raised by the welcome
-    lo.idle_timeout_s = options_.idle_timeout_s;
-    auto timer = std::make_shared<boost::asio::steady_timer>(ws->get_executor(), std::chrono::seconds(10));
-    auto link = std::make_shared<Link>(std::move(*ws), lo, slot);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (shut_) return;  // the link's destructor closes the socket
-      std::erase_if(links_, [](const std::weak_ptr<Link>& w) { return w.expired(); });
-      links_.push_back(link);
-    }
-    auto worker = std::make_shared<std::shared_ptr<RemoteWorker>>();
-    std::weak_ptr<Link> weak = link;
-    link->start(
-        [this, weak, worker](Message m) {
-          auto l = weak.lock();
-          if (!l) return;
-          if (*worker) return (*worker)->on_reply(std::move(m));
-          hello(l, m, worker);
-        },
-        [this, worker](const std::string& reason) {
-          auto w = *worker;
-          if (!w) return;
-          w->on_close(reason);
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            auto it = workers_.find(w->id());
-            if (it != workers_.end() && it->second == w) workers_.erase(it);
-          }
-          event(reason.rfind("dropped", 0) == 0 ? "dropped" : "left", w->id(), reason);
+  Link::Options lo;
+  lo.max_frame_bytes = options_.hello_max_bytes;  // raised by the welcome
+  lo.idle_timeout_s = options_.idle_timeout_s;
+  std::visit(
+      [&](auto& s) {
+        using Ws = websocket::stream<std::decay_t<decltype(s)>>;
+        auto ws = std::make_shared<Ws>(std::move(s));
+        ws->async_accept(*req, [this, ws, req, lo, slot](beast::error_code ec) {
+          if (!ec) attach(std::make_shared<Link>(std::move(*ws), lo, slot));
         });
-    // A peer that never says hello is dropped. The timer runs on the link's
-    // strand, as the hello does.
-    timer->async_wait([weak, worker, timer](beast::error_code) {
-      if (auto l = weak.lock(); l && !*worker) l->close("no hello within 10 s");
-    });
+      },
+      stream);
+}
+
+void Coordinator::attach(std::shared_ptr<Link> link) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_) return;  // the link's destructor closes the socket
+    std::erase_if(links_, [](const std::weak_ptr<Link>& w) { return w.expired(); });
+    links_.push_back(link);
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(link->executor(), std::chrono::seconds(10));
+  auto worker = std::make_shared<std::shared_ptr<RemoteWorker>>();
+  std::weak_ptr<Link> weak = link;
+  link->start(
+      [this, weak, worker](Message m) {
+        auto l = weak.lock();
+        if (!l) return;
+        if (*worker) return (*worker)->on_reply(std::move(m));
+        hello(l, m, worker);
+      },
+      [this, worker](const std::string& reason) {
+        auto w = *worker;
+        if (!w) return;
+        w->on_close(reason);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = workers_.find(w->id());
+          if (it != workers_.end() && it->second == w) workers_.erase(it);
+        }
+        event(reason.rfind("dropped", 0) == 0 ? "dropped" : "left", w->id(), reason);
+      });
+  // A peer that never says hello is dropped. The timer runs on the link's
+  // strand, as the hello does.
+  timer->async_wait([weak, worker, timer](beast::error_code) {
+    if (auto l = weak.lock(); l && !*worker) l->close("no hello within 10 s");
   });
 }
 

@@ -142,9 +142,10 @@ class Coordinator {
   boost::asio::io_context& io() { return ioc_; }
   const Options& options() const { return options_; }
 
-  // Takes a socket that asked for a WebSocket at /api/v3/worker; `slot` is
-  // held while the link lives (the HTTP server's connection count).
-  void accept(boost::asio::ip::tcp::socket socket, HttpRequestRaw request, std::shared_ptr<void> slot = nullptr);
+  // Takes a connection (plain or TLS, on a strand of io()) that asked for a
+  // WebSocket at /api/v3/worker; `slot` is held while the link lives (the
+  // HTTP server's connection count).
+  void accept(ServerStream stream, HttpRequestRaw request, std::shared_ptr<void> slot = nullptr);
   // Closes every link and refuses new ones; waits for the on_join threads.
   // Calls in flight fail at once with NoWorker. Idempotent.
   void shutdown();
@@ -172,6 +173,7 @@ class Coordinator {
   std::function<void(std::shared_ptr<RemoteWorker>)> on_join;
 
  private:
+  void attach(std::shared_ptr<Link> link);
   void hello(std::shared_ptr<Link> link, const Message& m, std::shared_ptr<std::shared_ptr<RemoteWorker>> slot);
   void event(const std::string& e, const std::string& w, const std::string& d) {
     if (on_event) on_event(e, w, d);

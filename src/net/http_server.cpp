@@ -2,8 +2,10 @@
 
 #include <sys/socket.h>
 
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
+#include <algorithm>
 #include <array>
 #include <chrono>
 
@@ -47,33 +49,66 @@ int64_t now_ms() {
 // One client connection. The watchdog may shut the socket down (never close
 // it) from its own thread; the mutex keeps that away from a close or a move.
 struct Connection {
-  explicit Connection(tcp::socket s) : socket(std::move(s)) {}
-  tcp::socket socket;
+  Connection(beast::tcp_stream s, asio::ssl::context* tls)
+      : stream(tls ? ServerStream(std::in_place_type<TlsStream>, std::move(s), *tls)
+                   : ServerStream(std::in_place_type<beast::tcp_stream>, std::move(s))) {}
+  ServerStream stream;
   std::mutex mu;
   bool detached = false;  // closed, or handed to the WebSocket side
   std::atomic<int64_t> deadline{0};  // steady ms; 0: none
+  std::atomic<bool> expired{false};  // the watchdog shut it down
   double write_timeout_s = 30;
+  bool tls() const { return std::holds_alternative<TlsStream>(stream); }
+  tcp::socket& socket() {
+    return std::visit([](auto& s) -> tcp::socket& { return beast::get_lowest_layer(s).socket(); }, stream);
+  }
+  // Runs f(stream) with this connection's stream, plain or TLS.
+  template <class F>
+  void io(F&& f) {
+    std::visit(std::forward<F>(f), stream);
+  }
   void expire_in(double s) { deadline = now_ms() + static_cast<int64_t>(s * 1000); }
   void no_deadline() { deadline = 0; }
   void shutdown_if_late(int64_t now) {
     const int64_t d = deadline;
     if (d == 0 || now < d) return;
     std::lock_guard<std::mutex> lock(mu);
-    if (!detached) ::shutdown(socket.native_handle(), SHUT_RDWR);
+    if (detached) return;
+    expired = true;
+    ::shutdown(socket().native_handle(), SHUT_RDWR);
   }
+  // Without a TLS close_notify: every response is framed by its length or
+  // its chunks, so a cut cannot pass for the end of one.
   void close() {
     std::lock_guard<std::mutex> lock(mu);
     if (detached) return;
     detached = true;
     beast::error_code ec;
-    socket.shutdown(tcp::socket::shutdown_both, ec);
-    socket.close(ec);
+    socket().shutdown(tcp::socket::shutdown_both, ec);
+    socket().close(ec);
+  }
+  // After an answer to a request that was not read to its end (a body over
+  // the limit): closing with unread bytes makes the kernel send a reset,
+  // which can reach the client before it reads the answer. Stop writing,
+  // then read and drop what arrives for a short while (a bounded lingering
+  // close).
+  void linger() {
+    beast::error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_send, ignored);
+    expire_in(2);
+    std::array<char, 64 * 1024> sink;
+    for (size_t dropped = 0; dropped < (64u << 20);) {
+      const size_t n = socket().read_some(asio::buffer(sink), ignored);
+      if (ignored || n == 0) break;
+      dropped += n;
+    }
+    no_deadline();
   }
   template <class Buffers>
   bool write(const Buffers& b) {
     expire_in(write_timeout_s);
     beast::error_code ec;
-    asio::write(socket, b, ec);
+    io([&](auto& s) { asio::write(s, b, ec); });
     no_deadline();
     return !ec;
   }
@@ -115,7 +150,7 @@ void HttpResponder::send(int status, const std::string& body, const std::string&
   http::serializer<false, http::string_body> sr{res};
   conn_->expire_in(conn_->write_timeout_s);
   beast::error_code ec;
-  http::write(conn_->socket, sr, ec);
+  conn_->io([&](auto& s) { http::write(s, sr, ec); });
   conn_->no_deadline();
   if (ec) gone_ = true;
 }
@@ -133,7 +168,7 @@ bool HttpResponder::start_stream(const std::string& content_type) {
   http::response_serializer<http::empty_body> sr{res};
   conn_->expire_in(conn_->write_timeout_s);
   beast::error_code ec;
-  http::write_header(conn_->socket, sr, ec);
+  conn_->io([&](auto& s) { http::write_header(s, sr, ec); });
   conn_->no_deadline();
   if (ec) gone_ = true;
   return !gone_;
@@ -150,6 +185,34 @@ void HttpResponder::end_stream() {
   if (!streaming_ || gone_) return;
   if (!conn_->write(http::make_chunk_last())) gone_ = true;
   streaming_ = false;
+}
+
+bool HttpServer::tls_handshake(Connection& c, const std::string& remote) {
+  const double limit = std::min(options_.tls_handshake_s, options_.read_timeout_s);
+  beast::error_code ec;
+  c.expire_in(limit);
+  std::get<TlsStream>(c.stream).handshake(asio::ssl::stream_base::server, ec);
+  c.no_deadline();
+  if (!ec) return true;
+  if (tls_got_plain_http(ec)) {
+    // OpenSSL has read the request line: answer in plain text, so the
+    // client sees why instead of a dropped connection.
+    log("plain HTTP from " + remote + " on the HTTPS port: answered 400");
+    const std::string body =
+        R"json({"error":"this port speaks HTTPS: use https:// (a worker: https:// or wss://)","code":"bad_graph"})json"
+        "\n";
+    const std::string answer =
+        "HTTP/1.1 400 Bad Request\r\nServer: bonfire\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    c.expire_in(c.write_timeout_s);
+    asio::write(c.socket(), asio::buffer(answer), ec);
+    c.no_deadline();
+    c.linger();
+    return false;
+  }
+  log("TLS handshake with " + remote + " failed: " +
+      (c.expired ? "none within " + std::to_string(static_cast<int>(limit)) + " s" : tls_error_text(ec)));
+  return false;
 }
 
 HttpServer::HttpServer(asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade)
@@ -203,17 +266,19 @@ void HttpServer::stop() {
 void HttpServer::accept_loop() {
   while (!stopping_) {
     beast::error_code ec;
-    tcp::socket s(ioc_);
-    acceptor_.accept(s, ec);
+    // Each connection's own strand: what it may become, a worker link, runs
+    // its handlers there (blocking HTTP calls ignore the executor).
+    beast::tcp_stream s(asio::make_strand(ioc_));
+    acceptor_.accept(s.socket(), ec);
     if (ec) {
       if (stopping_) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // out of fds: breathe, do not spin
       continue;
     }
-    s.set_option(tcp::no_delay(true), ec);
-    const auto ep = s.remote_endpoint(ec);
+    s.socket().set_option(tcp::no_delay(true), ec);
+    const auto ep = s.socket().remote_endpoint(ec);
     const std::string address = ec ? std::string("?") : ep.address().to_string();
-    auto c = std::make_shared<Connection>(std::move(s));
+    auto c = std::make_shared<Connection>(std::move(s), options_.tls.get());
     c->write_timeout_s = options_.write_timeout_s;
     std::string full;
     {
@@ -230,8 +295,12 @@ void HttpServer::accept_loop() {
       }
     }
     if (!full.empty()) {
-      HttpResponder r(c.get(), false);
-      r.send_json(503, {{"error", full}, {"code", "too_large"}});
+      // A TLS connection is closed unanswered: answering would need its
+      // handshake here, on the one thread that accepts.
+      if (!c->tls()) {
+        HttpResponder r(c.get(), false);
+        r.send_json(503, {{"error", full}, {"code", "too_large"}});
+      }
       c->close();
       continue;
     }
@@ -269,16 +338,17 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
   std::string remote;
   {
     beast::error_code ec;
-    auto ep = c->socket.remote_endpoint(ec);
+    auto ep = c->socket().remote_endpoint(ec);
     if (!ec) remote = ep.address().to_string();
   }
+  if (c->tls() && !tls_handshake(*c, remote)) return;
   for (bool first = true;; first = false) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options_.max_body);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
     c->expire_in(first ? options_.read_timeout_s : options_.keep_alive_s);
-    http::read_header(c->socket, buffer, parser, ec);
+    c->io([&](auto& s) { http::read_header(s, buffer, parser, ec); });
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
         (ec && buffer.size() == 0 && !parser.got_some()))
       return;
@@ -286,21 +356,15 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
       c->no_deadline();
       HttpResponder r(c.get(), false);
       r.send_json(status, {{"error", why}, {"code", status == 413 ? "too_large" : "bad_graph"}});
-      // The client may still be sending (a body over the limit): closing
-      // with unread bytes makes the kernel send a reset, which can reach the
-      // client before it reads the answer. Stop writing, then read and drop
-      // what arrives for a short while (a bounded lingering close).
-      beast::error_code ignored;
-      c->socket.shutdown(tcp::socket::shutdown_send, ignored);
-      c->expire_in(2);
-      std::array<char, 64 * 1024> sink;
-      for (size_t dropped = 0; dropped < (64u << 20);) {
-        const size_t n = c->socket.read_some(asio::buffer(sink), ignored);
-        if (ignored || n == 0) break;
-        dropped += n;
-      }
-      c->no_deadline();
+      c->linger();  // the client may still be sending (a body over the limit)
     };
+    // A TLS ClientHello starts with a handshake record (0x16): a client
+    // that expects TLS here. Its 400 reads to it as "wrong version number".
+    const auto* head = static_cast<const unsigned char*>(buffer.data().data());
+    if (ec && first && !c->tls() && buffer.size() > 0 && head[0] == 0x16) {
+      log("a TLS handshake from " + remote + " on a plain HTTP port (serve has no --tls-cert): answered 400");
+      return refuse(400, "this port speaks plain HTTP, not TLS: use http://");
+    }
     // A Content-Length over the limit is found with the header.
     if (ec == http::error::body_limit)
       return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
@@ -313,12 +377,12 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
       c->no_deadline();
       std::unique_lock<std::mutex> lock(c->mu);
       c->detached = true;
-      tcp::socket s = std::move(c->socket);
+      ServerStream s = std::move(c->stream);
       lock.unlock();
       upgrade_(std::move(s), parser.release(), std::move(slot));
       return;
     }
-    http::read(c->socket, buffer, parser, ec);
+    c->io([&](auto& s) { http::read(s, buffer, parser, ec); });
     if (ec == http::error::body_limit)
       return refuse(413, "the request body exceeds " + std::to_string(options_.max_body) + " bytes");
     if (ec) return refuse(400, "malformed or incomplete HTTP request: " + ec.message());

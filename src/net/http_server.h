@@ -3,10 +3,17 @@
 // just a loop of writes); a watchdog thread shuts down any socket whose read
 // or write outlives its deadline, so a slow or stalled client costs one idle
 // thread for at most that long. A WebSocket upgrade on the worker path hands
-// the socket to the coordinator and leaves this server.
+// the connection to the coordinator and leaves this server.
+//
+// With a TLS context (serve --tls-cert/--tls-key) every connection is TLS:
+// the handshake runs first on the connection's thread, under its own
+// deadline (the watchdog again), and a failure costs one log line. A client
+// that speaks plain HTTP to the TLS port gets a plain-text 400 saying so.
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <atomic>
 #include <condition_variable>
@@ -17,6 +24,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <variant>
+
+#include "net/tls.h"
 
 namespace bonfire::net {
 
@@ -60,11 +70,13 @@ class HttpResponder {
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
+// A connection's stream: plain, or TLS with its handshake done. Its
+// executor is a strand of the server's io_context, its own.
+using ServerStream = std::variant<boost::beast::tcp_stream, TlsStream>;
 // Takes over a connection that asked for a WebSocket at `path`. `slot` is
 // the connection's place in the server's counts: hold it as long as the
-// socket lives, so upgraded connections count against the limits too.
-using UpgradeHandler =
-    std::function<void(boost::asio::ip::tcp::socket, HttpRequestRaw, std::shared_ptr<void> slot)>;
+// stream lives, so upgraded connections count against the limits too.
+using UpgradeHandler = std::function<void(ServerStream, HttpRequestRaw, std::shared_ptr<void> slot)>;
 struct ConnectionCounts;
 
 class HttpServer {
@@ -79,6 +91,9 @@ class HttpServer {
     double write_timeout_s = 30;          // to send one write
     double keep_alive_s = 30;             // idle between requests
     std::string upgrade_path = "/api/v3/worker";
+    double tls_handshake_s = 10;          // (and at most read_timeout_s)
+    std::shared_ptr<boost::asio::ssl::context> tls;  // null: plain HTTP
+    std::function<void(const std::string&)> log;      // a failed TLS handshake's line
   };
   // Binds at once (throws Error when the port is taken); serves after start().
   HttpServer(boost::asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade);
@@ -90,6 +105,10 @@ class HttpServer {
  private:
   void accept_loop();
   void serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot);
+  bool tls_handshake(Connection& c, const std::string& remote);
+  void log(const std::string& s) const {
+    if (options_.log) options_.log(s);
+  }
   void watchdog();
 
   boost::asio::io_context& ioc_;

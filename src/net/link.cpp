@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 
 #include "core/error.h"
 
@@ -11,46 +12,98 @@ namespace bonfire::net {
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
+// The WebSocket operations a link uses, whatever carries them: one virtual
+// call per operation is nothing beside a frame's work, and the link's logic
+// stays one piece of code for ws:// and wss://.
+class LinkSocket {
+ public:
+  using Handler = std::function<void(beast::error_code, size_t)>;
+  virtual ~LinkSocket() = default;
+  virtual beast::tcp_stream& tcp() = 0;
+  virtual void async_read(beast::flat_buffer& buffer, Handler h) = 0;
+  virtual void async_write(boost::asio::const_buffer b, Handler h) = 0;
+  virtual void async_close(const websocket::close_reason& cr, std::function<void(beast::error_code)> h) = 0;
+  virtual void read_message_max(uint64_t bytes) = 0;
+  virtual uint64_t read_message_max() const = 0;
+};
+
 namespace {
+
 // A buffer that grew for a large frame gives its memory back afterwards, so
 // one big message does not stay allocated for the link's lifetime.
 constexpr size_t kKeepBufferBytes = size_t(4) << 20;
+
+template <class Ws>
+class LinkSocketOf final : public LinkSocket {
+ public:
+  LinkSocketOf(Ws ws, const Link::Options& options) : ws_(std::move(ws)) {
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = std::chrono::seconds(30);
+    t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.idle_timeout_s * 1000));
+    t.keep_alive_pings = true;
+    ws_.set_option(t);
+    ws_.read_message_max(options.max_frame_bytes);
+    ws_.binary(true);
+  }
+  beast::tcp_stream& tcp() override { return beast::get_lowest_layer(ws_); }
+  void async_read(beast::flat_buffer& buffer, Handler h) override { ws_.async_read(buffer, std::move(h)); }
+  void async_write(boost::asio::const_buffer b, Handler h) override { ws_.async_write(b, std::move(h)); }
+  void async_close(const websocket::close_reason& cr, std::function<void(beast::error_code)> h) override {
+    ws_.async_close(cr, std::move(h));
+  }
+  void read_message_max(uint64_t bytes) override { ws_.read_message_max(bytes); }
+  uint64_t read_message_max() const override { return ws_.read_message_max(); }
+
+ private:
+  Ws ws_;
+};
+
 }  // namespace
 
 Link::Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive)
-    : ws_(std::move(ws)), options_(options), keepalive_(std::move(keepalive)) {
+    : ws_(std::make_unique<LinkSocketOf<WsStream>>(std::move(ws), options)),
+      options_(options),
+      keepalive_(std::move(keepalive)) {
+  init();
+}
+
+Link::Link(WssStream ws, const Options& options, std::shared_ptr<void> keepalive)
+    : ws_(std::make_unique<LinkSocketOf<WssStream>>(std::move(ws), options)),
+      options_(options),
+      keepalive_(std::move(keepalive)) {
+  init();
+}
+
+Link::~Link() = default;
+
+void Link::init() {
   beast::error_code ec;
-  const auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
+  const auto ep = ws_->tcp().socket().remote_endpoint(ec);
   if (!ec) {
     remote_address_ = ep.address().to_string();
     remote_ = remote_address_ + ":" + std::to_string(ep.port());
   }
   // One small frame per step each way: Nagle's delay would dominate a step.
-  beast::get_lowest_layer(ws_).socket().set_option(boost::asio::ip::tcp::no_delay(true), ec);
-  beast::get_lowest_layer(ws_).expires_never();
-  websocket::stream_base::timeout t{};
-  t.handshake_timeout = std::chrono::seconds(30);
-  t.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.idle_timeout_s * 1000));
-  t.keep_alive_pings = true;
-  ws_.set_option(t);
-  ws_.read_message_max(options.max_frame_bytes);
-  ws_.binary(true);
+  ws_->tcp().socket().set_option(boost::asio::ip::tcp::no_delay(true), ec);
+  ws_->tcp().expires_never();
 }
+
+boost::asio::any_io_executor Link::executor() const { return ws_->tcp().get_executor(); }
 
 void Link::start(OnMessage on_message, OnClose on_close) {
   on_message_ = std::move(on_message);
   on_close_ = std::move(on_close);
-  boost::asio::post(ws_.get_executor(), [self = shared_from_this()] { self->read_next(); });
+  boost::asio::post(executor(), [self = shared_from_this()] { self->read_next(); });
 }
 
-void Link::set_max_frame(uint64_t bytes) { ws_.read_message_max(bytes); }
+void Link::set_max_frame(uint64_t bytes) { ws_->read_message_max(bytes); }
 
 void Link::read_next() {
-  ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+  ws_->async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
     if (ec) {
       if (ec == websocket::error::message_too_big)
         return self->fail("the peer sent a frame over the limit of " +
-                          std::to_string(self->ws_.read_message_max()) + " bytes");
+                          std::to_string(self->ws_->read_message_max()) + " bytes");
       return self->fail(ec == websocket::error::closed ? "the peer closed the link" : ec.message());
     }
     Message m;
@@ -76,7 +129,7 @@ void Link::send(const Message& m) {
     return;
   }
   queued_bytes_ += n;
-  boost::asio::post(ws_.get_executor(), [self = shared_from_this(), bytes] {
+  boost::asio::post(executor(), [self = shared_from_this(), bytes] {
     if (self->closed_ || self->closing_) {
       self->queued_bytes_ -= bytes->size();
       return;
@@ -87,7 +140,7 @@ void Link::send(const Message& m) {
 }
 
 void Link::write_next() {
-  ws_.async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+  ws_->async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
     if (ec) return self->fail("write failed: " + ec.message());
     self->queued_bytes_ -= self->queue_.front()->size();
     self->queue_.pop_front();
@@ -98,7 +151,7 @@ void Link::write_next() {
 }
 
 void Link::close(const std::string& reason) {
-  boost::asio::post(ws_.get_executor(), [self = shared_from_this(), reason] {
+  boost::asio::post(executor(), [self = shared_from_this(), reason] {
     if (self->closed_ || self->closing_) return;
     if (self->queue_.empty()) return self->close_now(reason);
     // A WebSocket allows one write at a time, and a close is a write: wait
@@ -106,14 +159,14 @@ void Link::close(const std::string& reason) {
     // out. A peer that never takes it is dropped when the deadline passes.
     self->closing_reason_ = reason;
     self->closing_ = true;
-    beast::get_lowest_layer(self->ws_).expires_after(std::chrono::seconds(5));
+    self->ws_->tcp().expires_after(std::chrono::seconds(5));
   });
 }
 
 void Link::close_now(const std::string& reason) {
   // Tell the peer why, then drop the socket whatever it answers.
   websocket::close_reason cr(websocket::close_code::policy_error, reason.substr(0, 120));
-  ws_.async_close(cr, [self = shared_from_this()](beast::error_code) { beast::get_lowest_layer(self->ws_).close(); });
+  ws_->async_close(cr, [self = shared_from_this()](beast::error_code) { self->ws_->tcp().close(); });
   fail(reason, false);
 }
 
@@ -121,7 +174,7 @@ void Link::fail(const std::string& reason, bool drop_socket) {
   if (closed_.exchange(true)) return;
   // The queue is kept: a write in flight still reads its front buffer until
   // its handler runs (closed_ stops any further write).
-  if (drop_socket) beast::get_lowest_layer(ws_).close();
+  if (drop_socket) ws_->tcp().close();
   if (on_close_) on_close_(reason);
   on_message_ = nullptr;
   on_close_ = nullptr;

@@ -10,8 +10,13 @@
 // (small until the peer is known: set_max_frame raises it after a hello),
 // and the bytes waiting to be sent may not exceed max_queue_bytes (a peer
 // that stops reading is dropped rather than buffered without end).
+//
+// The WebSocket runs over plain TCP (ws://) or TLS (wss://, tls.h); the
+// link behaves the same over either.
 #pragma once
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/stream.hpp>
 #include <atomic>
@@ -21,10 +26,13 @@
 #include <string>
 
 #include "net/frame.h"
+#include "net/tls.h"
 
 namespace bonfire::net {
 
 using WsStream = boost::beast::websocket::stream<boost::beast::tcp_stream>;
+using WssStream = boost::beast::websocket::stream<TlsStream>;
+class LinkSocket;  // the WebSocket, over either stream (link.cpp)
 
 class Link : public std::enable_shared_from_this<Link> {
  public:
@@ -38,9 +46,12 @@ class Link : public std::enable_shared_from_this<Link> {
     Limits limits;  // what a received frame's tensors may hold
   };
 
-  // `ws` has completed its handshake. `keepalive` is held as long as the
-  // link lives (the HTTP server's count of open connections).
+  // `ws` has completed its handshake; its executor is the link's strand
+  // (or a one-thread io_context). `keepalive` is held as long as the link
+  // lives (the HTTP server's count of open connections).
   Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
+  Link(WssStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
+  ~Link();
   void start(OnMessage on_message, OnClose on_close);
   void send(const Message& m);
   void close(const std::string& reason);
@@ -50,14 +61,16 @@ class Link : public std::enable_shared_from_this<Link> {
   std::string remote() const { return remote_; }
   std::string remote_address() const { return remote_address_; }
   uint64_t queued_bytes() const { return queued_bytes_; }
+  boost::asio::any_io_executor executor() const;
 
  private:
   void read_next();
   void write_next();
   void fail(const std::string& reason, bool drop_socket = true);
   void close_now(const std::string& reason);
+  void init();
 
-  WsStream ws_;
+  std::unique_ptr<LinkSocket> ws_;
   Options options_;
   std::shared_ptr<void> keepalive_;
   boost::beast::flat_buffer buffer_;

@@ -80,6 +80,11 @@ std::string web_content_type(const std::string& ext) {
 }  // namespace
 
 Server::Server(ServeOptions options) : options_(std::move(options)) {
+  // First: a wrong certificate or key path should not wait for the models.
+  if (options_.tls_cert.empty() != options_.tls_key.empty())
+    throw Error(ErrorCode::BadGraph, "--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  if (!options_.tls_cert.empty()) tls = tls_server_context(options_.tls_cert, options_.tls_key);
   if (options_.web_dir.empty()) options_.web_dir = find_web_dir(options_.source_web_dir);
   log(options_.web_dir.empty() ? std::string("no web page found (GET / shows a placeholder; see --web-dir)")
                                : "web page from " + options_.web_dir);
@@ -113,9 +118,11 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   ho.host = options_.host;
   ho.port = options_.port;
   ho.max_body = options_.max_body;
+  ho.tls = tls;
+  ho.log = [this](const std::string& s) { log(s); };
   http_ = std::make_unique<HttpServer>(
       net_->io(), ho, [this](const HttpRequest& req, HttpResponder& res) { handle(req, res); },
-      [this](boost::asio::ip::tcp::socket s, HttpRequestRaw r, std::shared_ptr<void> slot) {
+      [this](ServerStream s, HttpRequestRaw r, std::shared_ptr<void> slot) {
         net_->accept(std::move(s), std::move(r), std::move(slot));
       });
 }
@@ -124,11 +131,19 @@ Server::~Server() { stop(); }
 
 void Server::start() {
   http_->start();
-  log("listening on http://" + options_.host + ":" + std::to_string(port()));
+  const bool tls = !options_.tls_cert.empty();
+  const std::string scheme = tls ? "https://" : "http://";
+  log("listening on " + scheme + options_.host + ":" + std::to_string(port()));
   if (options_.local_worker) {
     WorkerOptions wo;
-    wo.join = "http://127.0.0.1:" + std::to_string(port());
-    if (options_.host != "0.0.0.0" && options_.host != "::") wo.join = "http://" + options_.host + ":" + std::to_string(port());
+    wo.join = scheme + "127.0.0.1:" + std::to_string(port());
+    if (options_.host != "0.0.0.0" && options_.host != "::") wo.join = scheme + options_.host + ":" + std::to_string(port());
+    // With TLS the built-in worker trusts exactly the certificate loaded
+    // above: it dials an address the certificate need not name, and a
+    // self-signed certificate is no CA. Pinning the very file serve uses
+    // means it joins whatever the certificate is (even one remote workers
+    // would refuse as expired), while nothing else can stand in for serve.
+    if (tls) wo.pinned_cert = options_.tls_cert;
     wo.models = options_.models;
     wo.token = options_.token;
     wo.id = "local";

@@ -41,6 +41,7 @@ struct ServeOptions {
   int64_t local_worker_memory = 0;
   std::string web_dir;                   // static files for GET / ("": found by find_web_dir)
   std::string source_web_dir;            // the source tree's web/, the last place find_web_dir looks
+  std::string tls_cert, tls_key;         // PEM files: HTTPS and wss:// on the port (both or neither)
   bool quiet = false;
 };
 

@@ -1,8 +1,6 @@
 #include "net/worker.h"
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <algorithm>
@@ -23,8 +21,10 @@
 #include "graph/session.h"
 #include "graph/wire.h"
 #include "ir/generation.h"
+#include "net/dial.h"
 #include "net/link.h"
 #include "net/model_hash.h"
+#include "net/tls.h"
 #include "net/url.h"
 #include "net/worker_fault.h"
 #include "ops/gemm.h"
@@ -34,7 +34,6 @@
 namespace bonfire::net {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -101,6 +100,7 @@ struct Worker::Impl {
   std::string id;
   Url url;
   std::unique_ptr<LieFault> lie;  // --fault lie=P (a test aid)
+  std::unique_ptr<TlsClient> tls;  // for an https:// or wss:// coordinator
 
   void log(const std::string& s) {
     if (!opt.quiet) std::cerr << "bonfire worker: " << s << std::endl;
@@ -523,7 +523,7 @@ struct Worker::Impl {
         const fs::path file = dir / name;
         if (fs::exists(file, ec) && sha256_file(file.string()) == sha) continue;
         log("fetching " + mid + "/" + name + " (" + std::to_string(bytes >> 20) + " MiB)");
-        http_download(url, "/api/v3/models/" + mid + "/files/" + name, file.string(), bytes, opt.token);
+        http_download(url, tls.get(), "/api/v3/models/" + mid + "/files/" + name, file.string(), bytes, opt.token);
         if (sha256_file(file.string()) != sha)
           throw Error(ErrorCode::BadGraph, "model " + mid + ": " + name + " does not match its SHA-256; removed");
       }
@@ -550,22 +550,20 @@ struct Worker::Impl {
     models[held.fingerprint.id] = std::move(held);
   }
 
-  // One connection: returns when the link closes (false: it never opened).
+  // One connection: returns when the link closes (false: it never opened;
+  // `refused` set when it never will).
   bool connect_once() {
     asio::io_context io;
-    asio::ip::tcp::resolver resolver(io);
-    beast::error_code ec;
-    auto endpoints = resolver.resolve(url.host, url.port, ec);
-    if (ec) return false;
-    WsStream ws(io);
-    // Deadlines: blocking Beast calls would ignore them, so these run async.
-    beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(10));
-    ec = run_io(io, [&](auto h) { beast::get_lowest_layer(ws).async_connect(endpoints, h); });
-    if (ec) return false;
-    beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(10));
-    ec = run_io(io, [&](auto h) { ws.async_handshake(url.host + ":" + url.port, url.path, h); });
-    if (ec) {
-      log("the coordinator at " + url.base() + " did not accept a WebSocket at " + url.path + ": " + ec.message());
+    std::optional<LinkStream> ws;
+    try {
+      ws.emplace(dial_link(io, url, tls.get()));
+    } catch (const DialError& e) {
+      if (e.kind == DialError::Kind::Refused) {
+        log("cannot join " + url.base() + ": " + e.what());
+        refused = true;
+      } else if (e.kind == DialError::Kind::Failed) {
+        log(e.what());
+      }
       return false;
     }
     {
@@ -576,7 +574,7 @@ struct Worker::Impl {
     Link::Options lo;
     lo.max_frame_bytes = static_cast<uint64_t>(frame_max());
     lo.max_queue_bytes = static_cast<uint64_t>(std::max<int64_t>(opt.memory / 4, 64 << 20));
-    auto l = std::make_shared<Link>(std::move(ws), lo);
+    auto l = std::visit([&](auto& s) { return std::make_shared<Link>(std::move(s), lo); }, *ws);
     {
       std::lock_guard<std::mutex> lock(mu);
       link = l;
@@ -611,6 +609,9 @@ Worker::Worker(WorkerOptions options) : impl_(new Impl) {
   }
   impl_->url = parse_join_url(impl_->opt.join);
   if (!impl_->opt.fault.empty()) impl_->lie = std::make_unique<LieFault>(impl_->opt.fault, impl_->opt.fault_seed);
+  if (impl_->url.tls) impl_->tls = std::make_unique<TlsClient>(TlsClientOptions{impl_->opt.ca_file, impl_->opt.pinned_cert});
+  else if (!impl_->opt.ca_file.empty())
+    throw Error(ErrorCode::BadGraph, "--ca is for an https:// or wss:// coordinator; " + impl_->opt.join + " is plain");
 }
 
 Worker::~Worker() { stop(); }

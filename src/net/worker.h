@@ -26,6 +26,8 @@ struct WorkerOptions {
   std::set<std::string> disabled_features;  // run as a worker without these
   std::string cache_dir;             // where models fetched from the coordinator go
   int64_t cache_max = 0;             // bytes the cache may hold (0: no cap); least recently used go first
+  std::string ca_file;               // https:// or wss:// join: the CAs to trust ("": the system's)
+  std::string pinned_cert;           // trust only this certificate instead (serve's own worker)
   std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
   double call_max_s = 600;           // no call runs longer, whatever the coordinator asks
   bool fetch_models = true;          // accept models from the coordinator

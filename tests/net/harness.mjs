@@ -98,17 +98,31 @@ export function startProcess(name, args, { env = {}, cwd } = {}) {
 
 export const stderrOf = (child) => child.log.join('');
 
-// `bonfire serve --port 0 ...` (or `listen`): resolves when it prints the port it listens on.
+// `bonfire serve --port 0 ...` (or `listen`): resolves when it prints the
+// port it listens on. child.url is https:// when serve speaks TLS.
 export async function startServe(args, { name = 'serve', env, port: listen = 0 } = {}) {
   const child = startProcess(name, ['serve', '--port', String(listen), ...args], { env });
-  const port = await waitFor(() => {
+  const [scheme, port] = await waitFor(() => {
     if (child.exited) throw new TestFailure(`${name} exited before listening:\n${stderrOf(child)}`);
-    const m = /listening on http:\/\/[^\s:]+:(\d+)/.exec(stderrOf(child));
-    return m && Number(m[1]);
+    const m = /listening on (https?):\/\/[^\s:]+:(\d+)/.exec(stderrOf(child));
+    return m && [m[1], Number(m[2])];
   }, 60000, `${name} to print "listening on"`, 50);
   child.port = port;
-  child.url = `http://127.0.0.1:${port}`;
+  child.url = `${scheme}://127.0.0.1:${port}`;
   return child;
+}
+
+// Makes this process's fetch (and so the OpenAI client) trust the CA
+// certificate in `caFile`: Node reads NODE_EXTRA_CA_CERTS only at start-up,
+// so the test runs again in a child node that has it, with `env` added, and
+// this process exits with the child's status. Returns in the child.
+export function trustCA(caFile, env = {}) {
+  if (process.env.NODE_EXTRA_CA_CERTS === caFile) return;
+  const r = spawnSync(process.execPath, process.argv.slice(1), {
+    env: { ...process.env, ...env, NODE_EXTRA_CA_CERTS: caFile }, stdio: 'inherit', timeout: 590000,
+  });
+  if (r.error) console.error(`the test's child node: ${r.error.message}`);
+  process.exit(r.status ?? 1);
 }
 
 export function startWorker(url, args, { name, env } = {}) {
