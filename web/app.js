@@ -179,6 +179,7 @@ function workerCard(w) {
   const features = (w.features || []).slice().sort();
   const models = w.models || [];
   const stages = w.stages || [];
+  const checks = w.checks;
   return h('article', { class: 'worker', 'data-worker-id': w.id },
     h('header', {},
       h('span', { class: `led ${busy ? 'busy' : 'idle'}`, title: busy ? 'working' : 'idle' }),
@@ -191,6 +192,9 @@ function workerCard(w) {
       h('div', {}, h('dt', {}, 'in flight'), h('dd', { class: 'inflight' }, count(load.inFlight ?? 0))),
       h('div', {}, h('dt', {}, 'ms / call'), h('dd', {}, load.msPerCall ? load.msPerCall.toFixed(1) : '–')),
       h('div', {}, h('dt', {}, 'calls'), h('dd', {}, count(load.calls ?? 0))),
+      h('div', {}, h('dt', {}, 'checks'), h('dd', { class: 'checks', title: 'spot checks passed / failed (docs/NETWORK.md)' },
+        checks ? `${count(checks.passed)} ✓ / ${count(checks.failed)} ✗${checks.trusted ? ' · trusted' : ''}` : '–')),
+      h('div', {}, h('dt', {}, 'SIMD'), h('dd', {}, w.simd || '–')),
       h('div', {}, h('dt', {}, 'ops'), h('dd', {}, count((w.ops || []).length)))),
     h('div', { class: 'line' }, h('span', { class: 'key' }, 'models'),
       models.length ? models.map((m) => h('span', { class: 'chip model', title: `sha256 ${m.hash}` }, m.id))
@@ -205,12 +209,14 @@ function workerCard(w) {
 }
 
 async function pollWorkers() {
-  const { workers } = await getJson('/api/v3/workers');
+  const { workers, bans = [] } = await getJson('/api/v3/workers');
   const box = $('workers');
   workers.sort((a, b) => a.id.localeCompare(b.id));
+  const banned = bans.map((b) => h('p', { class: 'banned small', title: b.reason },
+    `banned: ${b.id}${b.address ? ` (${b.address})` : ''} for another ${Math.round(b.secondsLeft)} s — ${b.reason}`));
   box.replaceChildren(...(workers.length ? workers.map(workerCard)
     : [h('p', { class: 'empty' }, 'No worker has joined. Start one with ',
-      h('code', {}, `bonfire worker --join ${location.origin}`), '.')]));
+      h('code', {}, `bonfire worker --join ${location.origin}`), '.')]), ...banned);
 }
 
 // ---- models ----

@@ -109,6 +109,8 @@ await main('web browser', async () => {
     const workerText = await worker.innerText();
     check(workerText.includes(model.id), `the worker card does not name the model it holds: ${workerText}`);
     check(/threads/.test(workerText) && /memory/.test(workerText), `the worker card: ${workerText}`);
+    // Spot checks: the coordinator's own worker is trusted from the start.
+    check(/checks\s*0 ✓ \/ 0 ✗ · trusted/.test(workerText), `the worker card shows no checks: ${workerText}`);
     const row = page.locator(`[data-model-id="${model.id}"]`);
     await row.waitFor({ timeout: 15000 });
     const layers = JSON.parse(fs.readFileSync(path.join(model.dir, 'config.json'), 'utf8')).num_hidden_layers;
