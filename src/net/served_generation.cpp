@@ -32,7 +32,8 @@ class PipelineRun {
     // sampled sequences share one graph and batch together.
     if (!sample_.contains("topK")) sample_["topK"] = 0;
     if (!sample_.contains("topP")) sample_["topP"] = 1;
-    if (checks_.verifier) track_ = std::make_shared<VerifyTrack>(m_, sample_, req_.prompt);
+    if (checks_.verifier)
+      track_ = std::make_shared<VerifyTrack>(m_, sample_, req_.prompt, checks_.verifier->sketch_seed());
   }
   ~PipelineRun() {
     free_sessions();
@@ -84,9 +85,13 @@ class PipelineRun {
   int32_t checked(int64_t step, int32_t token) {
     if (!track_) return token;
     std::vector<std::shared_ptr<RemoteWorker>> workers;
-    for (const auto& s : stages_) workers.push_back(s.worker);
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const auto& s : stages_) {
+      workers.push_back(s.worker);
+      ranges.push_back({s.first, s.end});
+    }
     if (step == 0) track_->prompt_chunks(chunks_);
-    track_->claim(step, token, std::move(workers));
+    track_->claim(step, token, std::move(workers), std::move(ranges));
     if (checks_.every_step) {
       for (int attempt = 0;; ++attempt) {
         const Verifier::Outcome o = checks_.verifier->check_now(*track_, step);
@@ -249,6 +254,7 @@ class PipelineRun {
           if (it == reply.tensors.end() || it->second.shape.empty() || it->second.shape[0] != T)
             distrust(s, "its stage result lacks " + name + " or has the wrong shape");
           carry[name] = it->second;
+          if (track_) track_->record_carry(s.end, name, pos, it->second);
         }
       } else {
         auto it = reply.tensors.find("token");

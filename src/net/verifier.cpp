@@ -10,19 +10,68 @@ namespace bonfire::net {
 
 using nlohmann::json;
 
-VerifyTrack::VerifyTrack(ServedModel& model, json sample, std::vector<int32_t> prompt)
-    : model_(model), sample_(std::move(sample)), prompt_(std::move(prompt)) {}
+namespace {
 
-VerifyTrack::~VerifyTrack() {
-  if (verifier_ && verifier_->alive() && !session_.empty())
-    verifier_->send(Message(json{{"type", "free"}, {"session", session_}}));
+// How far an honest recomputation of a stage's output may be from the
+// worker's, relative to its norm. With stepNumerics and the prompt's own
+// chunks the two agree to f32 reassociation (~1e-6); a liar's 1% is 1e-2.
+constexpr double kCarryTolerance = 1e-3;
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
-void VerifyTrack::claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers) {
+}  // namespace
+
+VerifyTrack::VerifyTrack(ServedModel& model, json sample, std::vector<int32_t> prompt, uint64_t sketch_seed)
+    : model_(model), sample_(std::move(sample)), prompt_(std::move(prompt)), sketch_seed_(sketch_seed) {}
+
+// s_j = sum_i sign_ji x_i with secret random signs: E[(s_j - s'_j)^2] is
+// |x - x'|^2, so the sketches of two rows estimate their distance.
+VerifyTrack::Sketch VerifyTrack::sketch(const float* x, int64_t width) const {
+  Sketch k;
+  double norm = 0;
+  for (int64_t i = 0; i < width; ++i) norm += double(x[i]) * x[i];
+  k.norm = static_cast<float>(std::sqrt(norm));
+  for (int j = 0; j < kSketch; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < width; i += 64) {
+      const uint64_t bits = mix(sketch_seed_ ^ (uint64_t(j) << 48) ^ uint64_t(i));
+      for (int64_t b = 0; b < 64 && i + b < width; ++b) s += (bits >> b & 1) ? x[i + b] : -x[i + b];
+    }
+    k.s[j] = static_cast<float>(s);
+  }
+  return k;
+}
+
+void VerifyTrack::record_carry(int64_t boundary, const std::string& name, int64_t first_pos, const Tensor& rows) {
+  const int64_t width = rows.cols();
+  std::vector<Sketch> ks;
+  for (int64_t r = 0; r < rows.rows(); ++r) ks.push_back(sketch(rows.f32() + r * width, width));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t r = 0; r < ks.size(); ++r) sketches_[{boundary, name, first_pos + static_cast<int64_t>(r)}] = ks[r];
+}
+
+VerifyTrack::~VerifyTrack() { free_verifier(); }
+
+void VerifyTrack::free_verifier() {
+  if (verifier_ && verifier_->alive() && !session_.empty()) {
+    if (ranges_.size() <= 1) verifier_->send(Message(json{{"type", "free"}, {"session", session_}}));
+    for (size_t i = 0; ranges_.size() > 1 && i < ranges_.size(); ++i)
+      verifier_->send(Message(json{{"type", "free"}, {"session", session_ + "." + std::to_string(i)}}));
+  }
+  verifier_.reset();
+}
+
+void VerifyTrack::claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers,
+                        std::vector<std::pair<int64_t, int64_t>> ranges) {
   std::lock_guard<std::mutex> lock(mu_);
   if (step != static_cast<int64_t>(claims_.size()))
     throw Error(ErrorCode::Internal, "verify: step " + std::to_string(step) + " claimed out of order");
-  claims_.push_back({token, std::move(workers)});
+  claims_.push_back({token, std::move(workers), std::move(ranges)});
 }
 
 void VerifyTrack::prompt_chunks(std::vector<int64_t> chunks) {
@@ -52,6 +101,7 @@ json VerifyTrack::summary() const {
 
 Verifier::Verifier(Coordinator& net, VerifyOptions options)
     : net_(net), options_(options), coin_(options.seed ? options.seed : std::random_device{}()) {
+  sketch_seed_ = coin_();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -142,7 +192,8 @@ std::shared_ptr<RemoteWorker> Verifier::pick(ServedModel& m, const std::set<std:
 
 std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const std::string& session,
                                         const std::vector<int32_t>& tokens, int64_t from, int64_t to,
-                                        int64_t keep_from) {
+                                        int64_t keep_from, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                        const CarryFn& on_carry) {
   ServedModel& m = t.model_;
   const int64_t L = m.n_layers();
   const int64_t n = static_cast<int64_t>(t.prompt_.size());
@@ -159,6 +210,8 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
   std::vector<float> kept;
   const auto worker = net_.find(w.id());
   if (!worker) throw Error(ErrorCode::NoWorker, "the verifier left");
+  std::vector<std::pair<int64_t, int64_t>> stages = ranges;
+  if (stages.empty()) stages = {{0, L}};
   for (int64_t a = from; a < to;) {
     // The prompt goes in the generation's own chunks, so every product
     // takes the path it took there (ops/gemm.h picks int8 or f32 by rows);
@@ -180,22 +233,38 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
     }
     mode += a == 0 ? "prefill" : "continue";
     const int64_t T = b - a;
-    const auto g = m.step_graph(0, L, mode, T, t.sample_);
-    StepCall c;
-    c.worker = worker;
-    c.model = m.id();
-    c.session = session;
-    c.call = std::shared_ptr<const json>(g, &g->call);
-    c.outputs = &g->outputs;
-    c.bind = json{{"pos", a}, {"step", 0}};
-    if (mode == "prefill" || mode == "continue") c.bind.update(ServedModel::sample_bind(t.sample_));
-    c.tokens = T;
-    c.step_numerics = !in_prompt;
     Tensor ids = Tensor::empty({T});
     for (int64_t i = 0; i < T; ++i) ids.f32()[i] = static_cast<float>(tokens[a + i]);
-    c.inputs["in:tokens"] = ids;
-    Message reply = m.scheduler().run(StepScheduler::stage_key(*worker, m.id(), 0, L), c, options_.call_timeout_s);
-    if (mode.rfind("verify-", 0) == 0) {
+    std::map<std::string, Tensor> carry;
+    for (size_t si = 0; si < stages.size(); ++si) {
+      const auto [first, end] = stages[si];
+      const bool last = end == L;
+      const auto g = m.step_graph(first, end, mode, T, t.sample_);
+      StepCall c;
+      c.worker = worker;
+      c.model = m.id();
+      c.session = stages.size() == 1 ? session : session + "." + std::to_string(si);
+      c.call = std::shared_ptr<const json>(g, &g->call);
+      c.outputs = &g->outputs;
+      c.bind = json{{"pos", a}, {"step", 0}};
+      if (last && (mode == "prefill" || mode == "continue")) c.bind.update(ServedModel::sample_bind(t.sample_));
+      c.tokens = T;
+      c.step_numerics = !in_prompt;
+      c.inputs["in:tokens"] = ids;
+      for (auto& [name, v] : carry) c.inputs["in:" + name] = v;
+      Message reply = m.scheduler().run(StepScheduler::stage_key(*worker, m.id(), first, end), c, options_.call_timeout_s);
+      if (!last) {
+        carry.clear();
+        for (const auto& name : g->carry_out) {
+          auto it = reply.tensors.find(name);
+          if (it == reply.tensors.end() || it->second.shape.empty() || it->second.shape[0] != T)
+            throw Error(ErrorCode::NoWorker, "the checker's stage result lacks " + name);
+          if (on_carry) on_carry(end, name, a, it->second);
+          carry[name] = it->second;
+        }
+        continue;
+      }
+      if (mode.rfind("verify-", 0) != 0) continue;
       const int64_t rows = mode.rfind("verify-last-", 0) == 0 ? 1 : T;
       auto it = reply.tensors.find("logits");
       if (it == reply.tensors.end() || it->second.numel() != rows * vocab)
@@ -241,8 +310,13 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
     for (const auto& w : c.workers) makers.insert(w->id());
   // The verifier: never a worker whose steps it checks; a new one starts
   // its session from the first position.
-  if (!t.verifier_ || !t.verifier_->alive() || makers.count(t.verifier_->id())) {
-    if (t.verifier_ && t.verifier_->alive()) t.verifier_->send(Message(json{{"type", "free"}, {"session", t.session_}}));
+  // A pipeline is recomputed stage by stage (one session per range), so
+  // each stage's output can be compared with the sketch the coordinator
+  // kept of the generation's; a new placement starts a new session.
+  const auto& ranges = claims.back().ranges;
+  if (!t.verifier_ || !t.verifier_->alive() || makers.count(t.verifier_->id()) || t.ranges_ != ranges) {
+    t.free_verifier();
+    t.ranges_ = ranges;
     t.verifier_ = pick(t.model_, makers);
     t.session_ = random_session_id("v");
     t.pos_ = 0;
@@ -250,8 +324,10 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
   }
   const auto verifier = t.verifier_;
   std::vector<float> logits;
+  Deviation off;
   try {
-    logits = run_window(t, *verifier, t.session_, fed, t.pos_, n + upto, n + first - 1);
+    logits = run_window(t, *verifier, t.session_, fed, t.pos_, n + upto, n + first - 1, t.ranges_,
+                        t.ranges_.size() > 1 ? compare_carries(t, &off) : CarryFn());
   } catch (const std::exception& e) {
     t.verifier_.reset();  // its session's state is unknown now
     return inconclusive(std::string("the verifier ") + verifier->id() + " failed: " + e.what());
@@ -260,10 +336,12 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
   const int64_t V = static_cast<int64_t>(logits.size()) / (upto - first + 1);
   int64_t bad = -1;
   TokenVerdict verdict;
+  // A stage's output off at position p: the step that fed p made it.
+  const int64_t off_step = off.pos < 0 ? -1 : std::max(first, off.pos < n ? 0 : off.pos - n + 1);
   for (int64_t k = first; k <= upto && bad < 0; ++k) {
     const std::vector<int32_t> history(fed.begin(), fed.begin() + n + k);
     verdict = check_token(logits.data() + (k - first) * V, V, t.sample_, k, history, claims[k - first].token);
-    if (verdict.agreement == TokenAgreement::Differs) bad = k;
+    if (verdict.agreement == TokenAgreement::Differs || k == off_step) bad = k;
     if (verdict.agreement == TokenAgreement::NearTie) {
       std::lock_guard<std::mutex> lock(mu_);
       ++near_ties_;
@@ -284,16 +362,34 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
     t.next_step_ = upto + 1;
     return o;
   }
-  // A disagreement: the referee decides who was wrong.
+  // A disagreement: the referee decides who was wrong. In a pipeline it
+  // recomputes stage by stage and names the stage (attribute).
   const auto& wrong = claims[bad - first];
   std::set<std::string> exclude = {verifier->id()};
   for (const auto& w : wrong.workers) exclude.insert(w->id());
-  Outcome r = referee(t, bad, verdict.token, exclude);
-  const std::string where = "step " + std::to_string(bad) + " returned " + std::to_string(wrong.token) +
-                            ", the verifier " + verifier->id() + " drew " + std::to_string(verdict.token) +
-                            " (logit gap " + std::to_string(verdict.gap) + "); " + r.detail;
-  if (r.result == Result::Caught && wrong.workers.size() == 1) {
-    convict(*wrong.workers[0], "a spot check found a wrong result: " + where);
+  Outcome r;
+  std::string stage_why;
+  std::shared_ptr<RemoteWorker> culprit;
+  if (wrong.workers.size() > 1) {
+    bool unavailable = false;
+    culprit = attribute(t, bad, exclude, &stage_why, &unavailable);
+    r.result = unavailable ? Result::Inconclusive : culprit ? Result::Caught : Result::Passed;
+    r.token = verdict.token;
+    r.detail = "a referee" + stage_why;
+    stage_why.clear();
+  } else {
+    r = referee(t, bad, verdict.token, exclude);
+    if (r.result == Result::Caught) culprit = wrong.workers[0];
+  }
+  const std::string where =
+      off_step == bad ? "step " + std::to_string(bad) + ": the output of the stage ending at layer " +
+                            std::to_string(off.boundary) + " at position " + std::to_string(off.pos) + " was off by " +
+                            std::to_string(off.rel) + " of its norm for the verifier " + verifier->id() + "; " + r.detail
+                      : "step " + std::to_string(bad) + " returned " + std::to_string(wrong.token) + ", the verifier " +
+                            verifier->id() + " drew " + std::to_string(verdict.token) + " (logit gap " +
+                            std::to_string(verdict.gap) + "); " + r.detail;
+  if (culprit) {
+    convict(*culprit, "a spot check found a wrong result: " + where + stage_why);
     tally(Result::Caught);
     std::lock_guard<std::mutex> lock(t.mu_);
     t.verified_ += bad - first;
@@ -307,24 +403,94 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
   }
   if (r.result == Result::Passed && !verifier->info().local) {
     convict(*verifier, "a referee contradicted it as a verifier: " + where);
-    t.verifier_.reset();  // the window is checked again by another
+    t.free_verifier();  // the window is checked again by another
     return inconclusive(where);
   }
-  if (r.result == Result::Caught) {
-    // A pipeline: the token is wrong, but which stage made it so is not
-    // known; every stage's worker is marked, none banned.
-    for (const auto& w : wrong.workers) w->note_check(CheckResult::Failed);
-    std::lock_guard<std::mutex> lock(t.mu_);
-    t.verified_ += bad - first;
-    t.next_step_ = upto + 1;
-    t.wrong_found_ = true;
-  } else {
-    // Nobody to decide (no referee, or one that agrees with neither): the
-    // steps stay unchecked, and the next check starts over on a new session.
-    t.verifier_->send(Message(json{{"type", "free"}, {"session", t.session_}}));
-    t.verifier_.reset();
-  }
+  // Nobody to decide (no referee, one that agrees with neither, a stage
+  // that cannot be pinned): the steps stay unchecked, and the next check
+  // starts over on a new session.
+  t.free_verifier();
   return inconclusive(where);
+}
+
+Verifier::CarryFn Verifier::compare_carries(VerifyTrack& t, Deviation* off) {
+  return [&t, off](int64_t boundary, const std::string& name, int64_t first_pos, const Tensor& rows) {
+    const int64_t width = rows.cols();
+    for (int64_t r = 0; r < rows.rows(); ++r) {
+      const int64_t pos = first_pos + r;
+      VerifyTrack::Sketch want;
+      {
+        std::lock_guard<std::mutex> lock(t.mu_);
+        auto it = t.sketches_.find({boundary, name, pos});
+        if (it == t.sketches_.end()) continue;
+        want = it->second;
+      }
+      const VerifyTrack::Sketch got = t.sketch(rows.f32() + r * width, width);
+      double d2 = 0;
+      for (int j = 0; j < VerifyTrack::kSketch; ++j) d2 += double(got.s[j] - want.s[j]) * (got.s[j] - want.s[j]);
+      const double rel = std::sqrt(d2 / VerifyTrack::kSketch) / std::max<double>(got.norm, 1e-30);
+      if (rel > kCarryTolerance &&
+          (off->pos < 0 || std::make_pair(pos, boundary) < std::make_pair(off->pos, off->boundary)))
+        *off = {pos, boundary, rel};
+    }
+  };
+}
+
+std::shared_ptr<RemoteWorker> Verifier::attribute(VerifyTrack& t, int64_t bad, const std::set<std::string>& exclude,
+                                                  std::string* why, bool* unavailable) {
+  std::vector<VerifyTrack::Claim> claims;
+  std::vector<int32_t> fed = t.prompt_;
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    claims.assign(t.claims_.begin(), t.claims_.begin() + bad + 1);
+  }
+  for (int64_t k = 0; k < bad; ++k) fed.push_back(claims[k].token);
+  const auto& ranges = claims[bad].ranges;
+  const auto checker = pick(t.model_, exclude);
+  *unavailable = !checker;
+  if (!checker) {
+    *why = "; no referee available";
+    return nullptr;
+  }
+  const int64_t n = static_cast<int64_t>(t.prompt_.size());
+  Deviation off;
+  const CarryFn on_carry = compare_carries(t, &off);
+  const std::string session = random_session_id("a");
+  std::vector<float> logits;
+  try {
+    logits = run_window(t, *checker, session, fed, 0, n + bad, n + bad - 1, ranges, on_carry);
+  } catch (const std::exception& e) {
+    *unavailable = true;
+    *why = std::string("; the stage-by-stage referee failed: ") + e.what();
+  }
+  for (size_t i = 0; i < ranges.size(); ++i)
+    checker->send(Message(json{{"type", "free"}, {"session", session + "." + std::to_string(i)}}));
+  if (*unavailable) return nullptr;
+  checker->note_check(CheckResult::Passed);
+  const int64_t pos = off.pos, boundary = off.boundary;
+  const double rel = off.rel;
+  if (pos < 0) {
+    const std::vector<int32_t> history(fed.begin(), fed.begin() + n + bad);
+    const TokenVerdict v = check_token(logits.data(), static_cast<int64_t>(logits.size()), t.sample_, bad, history,
+                                       claims[bad].token);
+    if (v.agreement != TokenAgreement::Differs) {
+      *why = "; stage by stage on " + checker->id() + ", the generation's outputs and token agree";
+      return nullptr;  // the generation was right
+    }
+    *why = "; stage by stage on " + checker->id() + ", every stage's output agreed: the last stage drew it";
+    return claims[bad].workers.back();
+  }
+  const auto& at = claims[pos < n ? 0 : pos - n + 1];
+  for (size_t i = 0; i < at.ranges.size() && i < at.workers.size(); ++i)
+    if (at.ranges[i].second == boundary) {
+      *why = "; stage by stage on " + checker->id() + ": the output of layers " + std::to_string(at.ranges[i].first) +
+             "-" + std::to_string(boundary - 1) + " at position " + std::to_string(pos) + " was off by " +
+             std::to_string(rel) + " of its norm";
+      return at.workers[i];
+    }
+  *unavailable = true;  // placed otherwise at that position: not pinned
+  *why = "; the stage that was off is not known";
+  return nullptr;
 }
 
 void Verifier::convict(RemoteWorker& w, const std::string& why) {

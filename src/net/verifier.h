@@ -24,8 +24,12 @@
 // penalty. Checks run on one background thread; `"verify": true` requests
 // check every step before its token is released (check_now).
 #pragma once
+#include <array>
 #include <condition_variable>
+#include <map>
+#include <tuple>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -52,12 +56,19 @@ struct VerifyOptions {
 // and the workers that made it.
 class VerifyTrack {
  public:
-  VerifyTrack(ServedModel& model, nlohmann::json sample, std::vector<int32_t> prompt);
+  VerifyTrack(ServedModel& model, nlohmann::json sample, std::vector<int32_t> prompt, uint64_t sketch_seed);
   ~VerifyTrack();  // frees the verifier's session
 
   // Step `step` (0 = the prefill) returned `token`, made by `workers` (its
-  // stages' workers, the last one drew the token).
-  void claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers);
+  // stages' workers, running the layer ranges `ranges`; the last drew the
+  // token).
+  void claim(int64_t step, int32_t token, std::vector<std::shared_ptr<RemoteWorker>> workers,
+             std::vector<std::pair<int64_t, int64_t>> ranges);
+  // A pipeline stage's output `name` at the boundary before layer
+  // `boundary`, rows for positions first_pos...: kept as sketches (a few
+  // projections on secret random signs, and the norm) so a wrong token can
+  // be pinned on the stage that made it.
+  void record_carry(int64_t boundary, const std::string& name, int64_t first_pos, const Tensor& rows);
   // How the generation cut its prompt into prefill calls (known after
   // step 0): a check feeds it the same way, so it computes the same numbers.
   void prompt_chunks(std::vector<int64_t> chunks);
@@ -73,7 +84,16 @@ class VerifyTrack {
   struct Claim {
     int32_t token;
     std::vector<std::shared_ptr<RemoteWorker>> workers;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
   };
+  static constexpr int kSketch = 16;
+  struct Sketch {
+    std::array<float, kSketch> s{};
+    float norm = 0;
+  };
+  Sketch sketch(const float* x, int64_t width) const;
+  uint64_t sketch_seed_;
+  std::map<std::tuple<int64_t, std::string, int64_t>, Sketch> sketches_;  // (boundary, name, position)
   ServedModel& model_;
   nlohmann::json sample_;
   std::vector<int32_t> prompt_;
@@ -84,7 +104,9 @@ class VerifyTrack {
   // The verifier's session: its worker, id, and the positions it holds.
   std::shared_ptr<RemoteWorker> verifier_;
   std::string session_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // the session's layer ranges (a pipeline's)
   int64_t pos_ = 0;
+  void free_verifier();
   int64_t next_step_ = 0;  // the first step no check has covered
   int64_t verified_ = 0, pending_ = 0, inconclusive_ = 0;
   bool wrong_found_ = false;
@@ -95,6 +117,7 @@ class Verifier {
   Verifier(Coordinator& net, VerifyOptions options);
   ~Verifier();
   const VerifyOptions& options() const { return options_; }
+  uint64_t sketch_seed() const { return sketch_seed_; }  // secret, like the coin
 
   // Whether this step starts a check (the secret coin).
   bool due();
@@ -131,11 +154,33 @@ class Verifier {
   // position `from` (a prompt chunk's start, or past the prompt), and
   // returns the logits of positions [keep_from, to) ([rows, V]); keep_from
   // is at least the prompt's last position.
+  // With `ranges` (a pipeline's layer ranges) it runs one session per range
+  // (session + ".i") and hands each boundary's values to `on_carry`.
+  using CarryFn = std::function<void(int64_t boundary, const std::string& name, int64_t first_pos, const Tensor& rows)>;
   std::vector<float> run_window(VerifyTrack& t, RemoteWorker& w, const std::string& session,
-                                const std::vector<int32_t>& tokens, int64_t from, int64_t to, int64_t keep_from);
+                                const std::vector<int32_t>& tokens, int64_t from, int64_t to, int64_t keep_from,
+                                const std::vector<std::pair<int64_t, int64_t>>& ranges = {},
+                                const CarryFn& on_carry = nullptr);
   // The referee's draw for one step, from a fresh session; -1 when it could not.
   Outcome referee(VerifyTrack& t, int64_t step, int32_t verifier_token, const std::set<std::string>& exclude);
   void convict(RemoteWorker& w, const std::string& why);
+  // A pipeline's wrong step `bad`: recomputes its prefix stage by stage on
+  // a checker not in `exclude` and finds the first (position, boundary)
+  // whose recorded sketch is off by more than kCarryTolerance of the value's
+  // norm: that stage's worker lied. None off: the last stage did. Null
+  // when no checker can run it.
+  // Null with `unavailable` false: the generation was right (the verifier
+  // was wrong).
+  std::shared_ptr<RemoteWorker> attribute(VerifyTrack& t, int64_t bad, const std::set<std::string>& exclude,
+                                          std::string* why, bool* unavailable);
+  // A stage output that a recomputation contradicts: where, and by how much.
+  struct Deviation {
+    int64_t pos = -1, boundary = 0;
+    double rel = 0;
+  };
+  // Compares each row handed to it with the track's sketch of the same
+  // value and keeps the first (position, boundary) that is off in `off`.
+  static CarryFn compare_carries(VerifyTrack& t, Deviation* off);
 
   Coordinator& net_;
   VerifyOptions options_;
@@ -145,6 +190,7 @@ class Verifier {
   bool stopping_ = false;
   bool running_ = false;  // a check is in progress
   std::mt19937_64 coin_;
+  uint64_t sketch_seed_ = 0;
   int64_t passed_ = 0, failed_ = 0, inconclusive_ = 0, skipped_ = 0, banned_ = 0;
   int64_t steps_passed_ = 0, disagreements_ = 0, near_ties_ = 0;
   std::thread thread_;

@@ -163,6 +163,57 @@ await main('verify', async () => {
     await stopProcess(serve);
   }
 
+  // ---- a pipeline: a liar on the first stage, its hidden state pinned on it ----
+  {
+    // "a-liar" sorts first, so the first generations place it on layers 0-1.
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--stages', '2', '--verify-rate', '0.2',
+                                    '--verify-seed', '11']);
+    const honest = ['h1', 'h2', 'h3'].map((id) => startWorker(serve.url, ['--model', MODEL, '--id', id, '--no-fetch']));
+    const liar = startWorker(serve.url, ['--model', MODEL, '--id', 'a-liar', '--no-fetch', '--fault', 'lie=0.1',
+                                         '--fault-seed', '5']);
+    await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 4, 60000, '4 workers');
+    let ban = null;
+    for (let round = 0; !ban && round < 40; ++round) {
+      await generateAll(serve, bodies(round + 300).slice(0, 2));
+      const view = await waitFor(async () => {
+        const v = await coordinatorView(serve);
+        return v.verifier.waiting === 0 ? v : null;
+      }, 60000, 'the checks to finish');
+      for (const b of view.bans) check(b.id === 'a-liar', `an honest worker was banned: ${JSON.stringify(b)}`);
+      ban = view.bans.find((b) => b.id === 'a-liar');
+    }
+    check(ban, 'the pipeline liar was never banned');
+    const hidden = (stderrOf(liar).match(/carry\.\S+ moved by 1%/g) || []).length;
+    log(`pipeline: the liar was banned after ${ban.steps} of its steps (${hidden} hidden-state lies, ` +
+        `${tokenLies(liar)} token lies): ${ban.reason}`);
+    check(/stage by stage/.test(ban.reason), `the ban does not say how the stage was found: ${ban.reason}`);
+    if (hidden > 0 && tokenLies(liar) === 0)
+      check(/output of layers 0-1/.test(ban.reason), `a hidden-state liar not pinned on its stage: ${ban.reason}`);
+    for (const h of honest) check(!/banned/.test(stderrOf(h)), `${h.name} was banned`);
+    await Promise.all([serve, ...honest, liar].map((p) => stopProcess(p)));
+  }
+
+  // ---- an honest pipeline on two SIMD targets: stage outputs agree too ----
+  {
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--stages', '2', '--verify-rate', '1']);
+    const ws = [['p1', []], ['p2', ['--simd', 'sse4']], ['p3', []]].map(([id, extra]) =>
+      startWorker(serve.url, ['--model', MODEL, '--id', id, '--no-fetch', ...extra]));
+    await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 3, 60000, '3 workers');
+    let v;
+    for (let round = 0; round < 10; ++round) {
+      await generateAll(serve, bodies(round + 200));
+      v = (await waitFor(async () => {
+        const x = await coordinatorView(serve);
+        return x.verifier.waiting === 0 ? x : null;
+      }, 120000, 'the checks to finish')).verifier;
+      if (v.stepsPassed >= 500) break;
+    }
+    log(`honest pipeline (2 stages, avx2 and sse4 workers): ${v.stepsPassed} steps checked stage by stage, ` +
+        `${v.disagreements} disagreements`);
+    check(v.stepsPassed >= 500 && v.disagreements === 0 && v.banned === 0, `honest pipeline checks: ${JSON.stringify(v)}`);
+    await Promise.all([serve, ...ws].map((p) => stopProcess(p)));
+  }
+
   // ---- the throughput cost of verify-rate 0.05 (printed, not asserted) ----
   {
     const rates = {};
