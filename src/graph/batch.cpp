@@ -286,4 +286,25 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
   return result;
 }
 
+void parse_batch_rows(const nlohmann::json& rows, size_t max_rows, std::vector<std::string>& sessions,
+                      std::vector<nlohmann::json>& binds) {
+  if (!rows.is_array() || rows.empty() || rows.size() > max_rows)
+    throw Error(ErrorCode::BadGraph, "\"rows\" must be an array of 1 to " + std::to_string(max_rows) + " rows");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& row = rows[i];
+    const std::string where = "rows[" + std::to_string(i) + "]";
+    if (!row.is_object() || !row.contains("session") || !row["session"].is_string() ||
+        row["session"].get<std::string>().empty())
+      throw Error(ErrorCode::BadGraph, where + " needs a \"session\" string");
+    const std::string sid = row["session"].get<std::string>();
+    if (!seen.insert(sid).second)
+      throw Error(ErrorCode::BadGraph, where + ": session \"" + bounded_text(sid, 64) + "\" is in the call twice");
+    const nlohmann::json bind = row.value("bind", nlohmann::json::object());
+    if (!bind.is_object()) throw Error(ErrorCode::BadGraph, where + ".bind must be an object");
+    sessions.push_back(sid);
+    binds.push_back(bind);
+  }
+}
+
 }  // namespace bonfire

@@ -35,6 +35,12 @@ struct BatchRow {
 // the graph writes a tensor the rows would share. A refused call writes
 // nothing; a call that fails while running may have advanced some rows'
 // caches (as a failed single call may).
+// A batched call's "rows" as the worker link carries them:
+// [{"session": id, "bind": {...}}, ...], 1 to `max_rows` distinct non-empty
+// sessions. Throws Error(BadGraph) naming the row that is wrong.
+void parse_batch_rows(const nlohmann::json& rows, size_t max_rows, std::vector<std::string>& sessions,
+                      std::vector<nlohmann::json>& binds);
+
 RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& stacked_inputs,
                          const std::vector<BatchRow>& rows, const WeightLookup& weights, const Limits& limits);
 

@@ -15,6 +15,11 @@
 // lie anywhere in a checked generation is found, and the verifier's session
 // grows with each check instead of replaying the prefix again.
 //
+// A pipeline is recomputed with the generation's layer ranges, and each
+// stage's output is compared with a sketch the coordinator kept of the
+// generation's (VerifyTrack::record_carry), so a wrong hidden state is
+// found even when no token changed, and pinned on its stage.
+//
 // Which steps start a check is drawn per step with probability `rate` from
 // a secret seed, so a worker cannot tell which of its answers are checked.
 // A disagreement goes to a referee (a third worker, fresh session, the

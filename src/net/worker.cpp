@@ -23,6 +23,7 @@
 #include "ir/generation.h"
 #include "net/dial.h"
 #include "net/link.h"
+#include "net/model_cache.h"
 #include "net/model_hash.h"
 #include "net/tls.h"
 #include "net/url.h"
@@ -353,7 +354,7 @@ struct Worker::Impl {
     std::vector<std::string> sids;
     std::vector<json> binds;
     if (batched) {
-      parse_rows(h["rows"], sids, binds);
+      parse_batch_rows(h["rows"], kMaxRows, sids, binds);
     } else {
       sids.push_back(h.value("session", call->session));
       binds.push_back(h.value("bind", call->bind));
@@ -410,78 +411,15 @@ struct Worker::Impl {
     send(std::move(out));
   }
 
-  // A batched call's "rows": [{"session": id, "bind": {...}}, ...]
-  // (docs/PROTOCOL-EXTENSIONS.md "Batched calls").
-  static void parse_rows(const json& rows, std::vector<std::string>& sids, std::vector<json>& binds) {
-    if (!rows.is_array() || rows.empty() || rows.size() > kMaxRows)
-      throw Error(ErrorCode::BadGraph, "\"rows\" must be an array of 1 to " + std::to_string(kMaxRows) + " rows");
-    std::set<std::string> seen;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const json& row = rows[i];
-      const std::string where = "rows[" + std::to_string(i) + "]";
-      if (!row.is_object() || !row.contains("session") || !row["session"].is_string() ||
-          row["session"].get<std::string>().empty())
-        throw Error(ErrorCode::BadGraph, where + " needs a \"session\" string");
-      const std::string sid = row["session"].get<std::string>();
-      if (!seen.insert(sid).second)
-        throw Error(ErrorCode::BadGraph, where + ": session \"" + bounded_text(sid, 64) + "\" is in the call twice");
-      const json bind = row.value("bind", json::object());
-      if (!bind.is_object()) throw Error(ErrorCode::BadGraph, where + ".bind must be an object");
-      sids.push_back(sid);
-      binds.push_back(bind);
-    }
-  }
-
-  // The cache: <cache_dir>/<hash>/<model>/<files>. A model folder's mtime is
-  // touched each time it is loaded, which orders eviction.
-  static int64_t folder_bytes(const fs::path& dir) {
-    int64_t n = 0;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
-      if (it->is_regular_file(ec)) n += static_cast<int64_t>(it->file_size(ec));
-    return n;
-  }
-
-  // Leftovers of a download cut short (a crash, a kill) are never loaded.
-  void clean_cache() {
-    std::error_code ec;
-    if (!fs::exists(opt.cache_dir, ec)) return;
-    for (auto it = fs::recursive_directory_iterator(opt.cache_dir, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
-      if (it->path().extension() == ".part") fs::remove(it->path(), ec);
-  }
-
-  // Makes room for `need` more bytes under --cache-max by removing the least
-  // recently loaded models that this worker does not hold now.
+  // Makes room for `need` more bytes under --cache-max (model_cache.h),
+  // keeping the models this worker holds now.
   void make_room(int64_t need, const fs::path& keep) {
-    if (opt.cache_max <= 0) return;
-    std::error_code ec;
-    std::vector<std::pair<fs::file_time_type, fs::path>> entries;  // <hash>/<model> folders
-    int64_t used = 0;
-    for (const auto& h : fs::directory_iterator(opt.cache_dir, ec))
-      for (const auto& d : fs::directory_iterator(h.path(), ec)) {
-        used += folder_bytes(d.path());
-        entries.push_back({fs::last_write_time(d.path(), ec), d.path()});
-      }
-    std::sort(entries.begin(), entries.end());
     std::set<std::string> held;
     {
       std::lock_guard<std::mutex> lock(models_mu);
-      for (const auto& [mid, m] : models) held.insert(fs::weakly_canonical(m.path, ec).string());
+      for (const auto& [mid, m] : models) held.insert(m.path);
     }
-    for (const auto& [t, dir] : entries) {
-      if (used + need <= opt.cache_max) break;
-      if (dir == keep || held.count(fs::weakly_canonical(dir, ec).string())) continue;
-      const int64_t bytes = folder_bytes(dir);
-      log("cache: removing " + dir.string() + " (" + std::to_string(bytes >> 20) + " MiB, least recently used)");
-      fs::remove_all(dir, ec);
-      if (fs::is_empty(dir.parent_path(), ec)) fs::remove(dir.parent_path(), ec);
-      used -= bytes;
-    }
-    if (used + need > opt.cache_max)
-      throw Error(ErrorCode::TooLarge, "the model cache (--cache-max " + std::to_string(opt.cache_max) +
-                                           " bytes) cannot make room for " + std::to_string(need) + " bytes");
+    make_cache_room(opt.cache_dir, opt.cache_max, need, keep, held, [this](const std::string& s) { log(s); });
   }
 
   void load_model(Message& m) {
@@ -618,7 +556,7 @@ Worker::~Worker() { stop(); }
 
 int Worker::run() {
   Impl& w = *impl_;
-  w.clean_cache();
+  clean_model_cache(w.opt.cache_dir);
   for (const auto& path : w.opt.models) w.add_model(path);
   for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) lane->thread = std::thread([&w, lane] { w.lane_loop(*lane); });
   const auto start = Clock::now();
