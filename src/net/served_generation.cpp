@@ -32,12 +32,14 @@ class PipelineRun {
     // sampled sequences share one graph and batch together.
     if (!sample_.contains("topK")) sample_["topK"] = 0;
     if (!sample_.contains("topP")) sample_["topP"] = 1;
-    if (checks_.verifier)
+    // Checked when spot checks are on or the request asks; every response
+    // of such a server then says how much of it was checked.
+    if (checks_.verifier && (checks_.every_step || checks_.verifier->options().rate > 0))
       track_ = std::make_shared<VerifyTrack>(m_, sample_, req_.prompt, checks_.verifier->sketch_seed());
   }
   ~PipelineRun() {
     free_sessions();
-    if (trace_ && track_ && (checks_.every_step || checked_)) trace_->verified = track_->summary();
+    if (trace_ && track_) trace_->verified = track_->summary();
   }
 
   int32_t step(const std::vector<int32_t>& tokens, int64_t pos, int64_t step) {
