@@ -51,8 +51,10 @@ void VerifyTrack::record_carry(int64_t boundary, const std::string& name, int64_
   const int64_t width = rows.cols();
   std::vector<Sketch> ks;
   for (int64_t r = 0; r < rows.rows(); ++r) ks.push_back(sketch(rows.f32() + r * width, width));
+  // The first value recorded stands: a failover's replay on other workers
+  // must not overwrite the evidence of what the generation actually used.
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t r = 0; r < ks.size(); ++r) sketches_[{boundary, name, first_pos + static_cast<int64_t>(r)}] = ks[r];
+  for (size_t r = 0; r < ks.size(); ++r) sketches_.emplace(std::make_tuple(boundary, name, first_pos + static_cast<int64_t>(r)), ks[r]);
 }
 
 VerifyTrack::~VerifyTrack() { free_verifier(); }

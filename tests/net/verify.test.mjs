@@ -187,8 +187,11 @@ await main('verify', async () => {
     log(`pipeline: the liar was banned after ${ban.steps} of its steps (${hidden} hidden-state lies, ` +
         `${tokenLies(liar)} token lies): ${ban.reason}`);
     check(/stage by stage/.test(ban.reason), `the ban does not say how the stage was found: ${ban.reason}`);
+    // Caught lying on a stage it ran (pinned on layers 0-1), or on a check
+    // it ran for others as the verifier (the referee contradicts it).
     if (hidden > 0 && tokenLies(liar) === 0)
-      check(/output of layers 0-1/.test(ban.reason), `a hidden-state liar not pinned on its stage: ${ban.reason}`);
+      check(/output of layers 0-1|contradicted it as a verifier/.test(ban.reason),
+            `a hidden-state liar not pinned on its stage: ${ban.reason}`);
     for (const h of honest) check(!/banned/.test(stderrOf(h)), `${h.name} was banned`);
     await Promise.all([serve, ...honest, liar].map((p) => stopProcess(p)));
   }
