@@ -24,6 +24,18 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
+// A check runs layer range i of `count` in its own session on the checker
+// (one range: `session` itself).
+std::string range_session(const std::string& session, size_t i, size_t count) {
+  return count <= 1 ? session : session + "." + std::to_string(i);
+}
+
+void free_range_sessions(RemoteWorker& w, const std::string& session, size_t count) {
+  if (!w.alive() || session.empty()) return;
+  for (size_t i = 0; i < std::max<size_t>(count, 1); ++i)
+    w.send(Message(json{{"type", "free"}, {"session", range_session(session, i, count)}}));
+}
+
 }  // namespace
 
 VerifyTrack::VerifyTrack(ServedModel& model, json sample, std::vector<int32_t> prompt, uint64_t sketch_seed)
@@ -60,11 +72,7 @@ void VerifyTrack::record_carry(int64_t boundary, const std::string& name, int64_
 VerifyTrack::~VerifyTrack() { free_verifier(); }
 
 void VerifyTrack::free_verifier() {
-  if (verifier_ && verifier_->alive() && !session_.empty()) {
-    if (ranges_.size() <= 1) verifier_->send(Message(json{{"type", "free"}, {"session", session_}}));
-    for (size_t i = 0; ranges_.size() > 1 && i < ranges_.size(); ++i)
-      verifier_->send(Message(json{{"type", "free"}, {"session", session_ + "." + std::to_string(i)}}));
-  }
+  if (verifier_) free_range_sessions(*verifier_, session_, ranges_.size());
   verifier_.reset();
 }
 
@@ -245,7 +253,7 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
       StepCall c;
       c.worker = worker;
       c.model = m.id();
-      c.session = stages.size() == 1 ? session : session + "." + std::to_string(si);
+      c.session = range_session(session, si, stages.size());
       c.call = std::shared_ptr<const json>(g, &g->call);
       c.outputs = &g->outputs;
       c.bind = json{{"pos", a}, {"step", 0}};
@@ -441,40 +449,32 @@ Verifier::CarryFn Verifier::compare_carries(VerifyTrack& t, Deviation* off) {
 std::shared_ptr<RemoteWorker> Verifier::attribute(VerifyTrack& t, int64_t bad, const std::set<std::string>& exclude,
                                                   std::string* why, bool* unavailable) {
   std::vector<VerifyTrack::Claim> claims;
-  std::vector<int32_t> fed = t.prompt_;
   {
     std::lock_guard<std::mutex> lock(t.mu_);
     claims.assign(t.claims_.begin(), t.claims_.begin() + bad + 1);
   }
-  for (int64_t k = 0; k < bad; ++k) fed.push_back(claims[k].token);
-  const auto& ranges = claims[bad].ranges;
-  const auto checker = pick(t.model_, exclude);
-  *unavailable = !checker;
-  if (!checker) {
-    *why = "; no referee available";
-    return nullptr;
-  }
   const int64_t n = static_cast<int64_t>(t.prompt_.size());
   Deviation off;
-  const CarryFn on_carry = compare_carries(t, &off);
-  const std::string session = random_session_id("a");
-  std::vector<float> logits;
+  Recomputed r;
   try {
-    logits = run_window(t, *checker, session, fed, 0, n + bad, n + bad - 1, ranges, on_carry);
+    r = recompute(t, bad, exclude, claims[bad].ranges, compare_carries(t, &off));
   } catch (const std::exception& e) {
     *unavailable = true;
     *why = std::string("; the stage-by-stage referee failed: ") + e.what();
+    return nullptr;
   }
-  for (size_t i = 0; i < ranges.size(); ++i)
-    checker->send(Message(json{{"type", "free"}, {"session", session + "." + std::to_string(i)}}));
-  if (*unavailable) return nullptr;
+  *unavailable = !r.checker;
+  if (!r.checker) {
+    *why = "; no referee available";
+    return nullptr;
+  }
+  const auto& checker = r.checker;
   checker->note_check(CheckResult::Passed);
   const int64_t pos = off.pos, boundary = off.boundary;
   const double rel = off.rel;
   if (pos < 0) {
-    const std::vector<int32_t> history(fed.begin(), fed.begin() + n + bad);
-    const TokenVerdict v = check_token(logits.data(), static_cast<int64_t>(logits.size()), t.sample_, bad, history,
-                                       claims[bad].token);
+    const TokenVerdict v = check_token(r.logits.data(), static_cast<int64_t>(r.logits.size()), t.sample_, bad,
+                                       r.history, claims[bad].token);
     if (v.agreement != TokenAgreement::Differs) {
       *why = "; stage by stage on " + checker->id() + ", the generation's outputs and token agree";
       return nullptr;  // the generation was right
@@ -502,49 +502,65 @@ void Verifier::convict(RemoteWorker& w, const std::string& why) {
   ++banned_;
 }
 
+Verifier::Recomputed Verifier::recompute(VerifyTrack& t, int64_t step, const std::set<std::string>& exclude,
+                                         const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                         const CarryFn& on_carry) {
+  Recomputed r;
+  r.history = t.prompt_;
+  {
+    std::lock_guard<std::mutex> lock(t.mu_);
+    for (int64_t k = 0; k < step; ++k) r.history.push_back(t.claims_[k].token);
+  }
+  r.checker = pick(t.model_, exclude);
+  if (!r.checker) return r;
+  const int64_t end = static_cast<int64_t>(r.history.size());
+  const std::string session = random_session_id("r");
+  try {
+    r.logits = run_window(t, *r.checker, session, r.history, 0, end, end - 1, ranges, on_carry);
+  } catch (...) {
+    free_range_sessions(*r.checker, session, ranges.size());
+    throw;
+  }
+  free_range_sessions(*r.checker, session, ranges.size());
+  return r;
+}
+
 Verifier::Outcome Verifier::referee(VerifyTrack& t, int64_t step, int32_t verifier_token,
                                     const std::set<std::string>& exclude) {
   Outcome o;
   o.result = Result::Inconclusive;
-  const auto ref = pick(t.model_, exclude);
-  if (!ref) {
-    o.detail = "no referee available";
-    return o;
-  }
-  std::vector<int32_t> fed = t.prompt_;
-  VerifyTrack::Claim claim;
+  int32_t claimed;
   {
     std::lock_guard<std::mutex> lock(t.mu_);
-    for (int64_t k = 0; k < step; ++k) fed.push_back(t.claims_[k].token);
-    claim = t.claims_[step];
+    claimed = t.claims_[step].token;
   }
-  const int64_t n = static_cast<int64_t>(t.prompt_.size());
-  const std::string session = random_session_id("r");
-  std::vector<float> logits;
+  Recomputed r;
   try {
-    logits = run_window(t, *ref, session, fed, 0, n + step, n + step - 1);
+    r = recompute(t, step, exclude);
   } catch (const std::exception& e) {
-    ref->send(Message(json{{"type", "free"}, {"session", session}}));
     o.detail = std::string("the referee failed: ") + e.what();
     return o;
   }
-  ref->send(Message(json{{"type", "free"}, {"session", session}}));
-  std::vector<int32_t> history(fed.begin(), fed.end());
-  const int64_t V = static_cast<int64_t>(logits.size());
-  const TokenVerdict on_claim = check_token(logits.data(), V, t.sample_, step, history, claim.token);
-  const TokenVerdict on_verifier = check_token(logits.data(), V, t.sample_, step, history, verifier_token);
+  if (!r.checker) {
+    o.detail = "no referee available";
+    return o;
+  }
+  const int64_t V = static_cast<int64_t>(r.logits.size());
+  const TokenVerdict on_claim = check_token(r.logits.data(), V, t.sample_, step, r.history, claimed);
+  const TokenVerdict on_verifier = check_token(r.logits.data(), V, t.sample_, step, r.history, verifier_token);
   o.token = on_claim.token;
   o.step = step;
+  const std::string ref = "the referee " + r.checker->id();
   if (on_claim.agreement == TokenAgreement::Differs && on_verifier.agreement != TokenAgreement::Differs) {
     o.result = Result::Caught;
-    o.detail = "the referee " + ref->id() + " agrees with the verifier";
+    o.detail = ref + " agrees with the verifier";
   } else if (on_claim.agreement != TokenAgreement::Differs && on_verifier.agreement == TokenAgreement::Differs) {
     o.result = Result::Passed;  // the verifier was wrong
-    o.detail = "the referee " + ref->id() + " agrees with the worker";
+    o.detail = ref + " agrees with the worker";
   } else {
-    o.detail = "the referee " + ref->id() + " agrees with neither";
+    o.detail = ref + " agrees with neither";
   }
-  ref->note_check(o.result == Result::Inconclusive ? CheckResult::Inconclusive : CheckResult::Passed);
+  r.checker->note_check(o.result == Result::Inconclusive ? CheckResult::Inconclusive : CheckResult::Passed);
   return o;
 }
 

@@ -97,11 +97,11 @@ class VerifyTrack {
     float norm = 0;
   };
   Sketch sketch(const float* x, int64_t width) const;
-  uint64_t sketch_seed_;
   std::map<std::tuple<int64_t, std::string, int64_t>, Sketch> sketches_;  // (boundary, name, position)
   ServedModel& model_;
   nlohmann::json sample_;
   std::vector<int32_t> prompt_;
+  uint64_t sketch_seed_;  // the verifier's secret signs
   mutable std::mutex mu_;   // claims_ and the counters
   std::mutex check_mu_;     // one check at a time per generation
   std::vector<Claim> claims_;
@@ -166,6 +166,18 @@ class Verifier {
                                 const std::vector<int32_t>& tokens, int64_t from, int64_t to, int64_t keep_from,
                                 const std::vector<std::pair<int64_t, int64_t>>& ranges = {},
                                 const CarryFn& on_carry = nullptr);
+  // A referee's recomputation of the prefix that step `step` drew from, in
+  // fresh sessions on a worker not in `exclude` (with `ranges`, one per
+  // layer range, each boundary handed to `on_carry`): the logits of its last
+  // position and the ids fed. No checker when none can run it; throws what
+  // the calls throw.
+  struct Recomputed {
+    std::shared_ptr<RemoteWorker> checker;
+    std::vector<float> logits;
+    std::vector<int32_t> history;
+  };
+  Recomputed recompute(VerifyTrack& t, int64_t step, const std::set<std::string>& exclude,
+                       const std::vector<std::pair<int64_t, int64_t>>& ranges = {}, const CarryFn& on_carry = nullptr);
   // The referee's draw for one step, from a fresh session; -1 when it could not.
   Outcome referee(VerifyTrack& t, int64_t step, int32_t verifier_token, const std::set<std::string>& exclude);
   void convict(RemoteWorker& w, const std::string& why);
