@@ -1,8 +1,10 @@
 #include "core/thread_pool.h"
 
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+#ifndef __EMSCRIPTEN__
+#include <sys/syscall.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -51,7 +53,16 @@ uint64_t pack(uint32_t epoch, uint64_t next, uint64_t chunks) {
 
 }  // namespace
 
+int ThreadPool::current_tid() {
+#ifdef __EMSCRIPTEN__
+  return 0;  // a Web Worker has no OS thread id, nor a priority to set
+#else
+  return static_cast<int>(::syscall(SYS_gettid));
+#endif
+}
+
 void ThreadPool::set_thread_background(int tid, bool on) {
+  if (tid == 0) return;
   // nice 19 rather than SCHED_IDLE: an idle-class thread starves beside any
   // other niced program (an indexer, a backup), and nice 19 already leaves a
   // normal program sharing the core ~98.5% of it.
@@ -66,7 +77,7 @@ ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)
   std::atomic<int> started{0};
   for (int i = 0; i < helpers; ++i)
     helpers_.emplace_back([this, i, &started] {
-      helper_tids_[i] = static_cast<int>(::syscall(SYS_gettid));
+      helper_tids_[i] = current_tid();
       started.fetch_add(1);
       helper_main(i);
     });

@@ -44,7 +44,8 @@ class ThreadPool {
   // unprivileged process may not be allowed). The caller's own thread is the
   // caller's: set_thread_background with its id.
   void set_background(bool on);
-  static void set_thread_background(int tid, bool on);
+  static void set_thread_background(int tid, bool on);  // tid 0: nothing to set
+  static int current_tid();  // the calling thread's OS id (0 where there is none)
 
   // True on a helper thread or inside a chunk run by run().
   static bool in_job();

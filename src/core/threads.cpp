@@ -1,7 +1,6 @@
 #include "core/threads.h"
 
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,15 +44,17 @@ void follow_background_mode() {
   const uint64_t epoch = g_background_epoch.load(std::memory_order_relaxed);
   if (t_background_epoch == epoch) return;
   t_background_epoch = epoch;
-  ThreadPool::set_thread_background(static_cast<int>(::syscall(SYS_gettid)), g_background);
+  ThreadPool::set_thread_background(ThreadPool::current_tid(), g_background);
 }
 
 }  // namespace
 
 int available_cores() {
+#ifndef __EMSCRIPTEN__  // a browser tells only navigator.hardwareConcurrency
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

@@ -98,7 +98,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   m->config_ = m->files_->config();
   m->files_->warm();
   m->weights_ = m->files_->weights();
-  m->tokenizer_ = m->files_->tokenizer();
+  if (options.tokenizer) m->tokenizer_ = m->files_->tokenizer();
   if (!options.ir_file.empty()) {
     m->ir_ = parse_json_file(options.ir_file);
   } else {
@@ -120,12 +120,17 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   for (int64_t id : gc.eos_token_ids) m->eos_.push_back(static_cast<int32_t>(id));
   if (m->eos_.empty())
     for (int64_t id : m->config_.eos_token_ids) m->eos_.push_back(static_cast<int32_t>(id));
-  if (m->eos_.empty()) m->eos_ = m->tokenizer_->eos_ids();
+  if (m->eos_.empty() && m->tokenizer_) m->eos_ = m->tokenizer_->eos_ids();
   m->limits_.max_total_bytes = int64_t(64) << 30;
   return m;
 }
 
-std::vector<int32_t> LocalModel::encode_prompt(const std::string& text) const { return tokenizer_->encode(text, true); }
+const Tokenizer& LocalModel::tokenizer() const {
+  if (!tokenizer_) throw Error(ErrorCode::Internal, "this model was opened for graphs only, without its tokenizer");
+  return *tokenizer_;
+}
+
+std::vector<int32_t> LocalModel::encode_prompt(const std::string& text) const { return tokenizer().encode(text, true); }
 
 const Call& LocalModel::step(const std::string& mode, int64_t tokens, const SamplingParams* sampling, bool logits,
                              bool all_logits) {
@@ -162,7 +167,7 @@ std::map<std::string, Tensor> LocalModel::run(const Call& call, const std::vecto
 }
 
 TextModel LocalModel::text_model() const {
-  return TextModel{tokenizer_.get(), eos_, ctx_, ir_["model"]["vocab"].get<int64_t>()};
+  return TextModel{&tokenizer(), eos_, ctx_, ir_["model"]["vocab"].get<int64_t>()};
 }
 
 GenerateResult LocalModel::generate(const GenerateRequest& req, const TokenCallback& on_token) {

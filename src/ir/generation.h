@@ -81,13 +81,14 @@ class LocalModel {
   struct Options {
     int64_t ctx = 4096;        // the session's context, capped at the model's
     std::string ir_file;       // a document to use instead of the model's
+    bool tokenizer = true;     // false: graphs only (a worker); text calls throw
   };
   // Opens the files, checks the IR (schema and rules) against the weights.
   // Throws Error naming what is wrong.
   static std::unique_ptr<LocalModel> open(const std::string& path, const Options& options);
 
   const json& ir() const { return ir_; }
-  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const Tokenizer& tokenizer() const;  // throws when opened with tokenizer = false
   const ModelConfig& config() const { return config_; }
   const WeightStore& weights() const { return weights_; }
   int64_t ctx() const { return ctx_; }

@@ -382,6 +382,7 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     info.limits = h.value("limits", json::object());
     info.threads = h.value("threads", 0);
     if (h.contains("simd") && h["simd"].is_string()) info.simd = bounded_text(h["simd"].get<std::string>(), 16);
+    info.kind = h.value("kind", json()) == "browser" ? "browser" : "native";
     info.background = h.value("background", false);
     info.memory = h.value("memory", int64_t(0));
     info.fetch = h.value("fetch", false);

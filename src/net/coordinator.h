@@ -33,6 +33,7 @@ struct WorkerInfo {
   json limits;
   int64_t threads = 0;
   std::string simd;         // the SIMD target its kernels run on (hello "simd")
+  std::string kind = "native";  // "browser": a lent tab (hello "kind")
   bool background = false;  // lends idle time only (bonfire worker --background)
   int64_t memory = 0;
   bool fetch = false;                        // accepts models over HTTP

@@ -60,17 +60,6 @@ std::string sha256_file(const std::string& path, Progress* progress) {
   return d.finish();
 }
 
-bool safe_name(const std::string& s) {
-  if (s.empty() || s.size() > 200 || s == "." || s == ".." || s.find("..") != std::string::npos) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127 && c != '/' && c != '\\'; });
-}
-
-nlohmann::json ModelFingerprint::to_json() const {
-  nlohmann::json files_json = nlohmann::json::array();
-  for (const auto& f : files) files_json.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
-  return {{"id", id}, {"hash", hash}, {"files", files_json}};
-}
-
 ModelFingerprint fingerprint_model(const std::string& path) {
   static std::mutex mu;
   static std::map<std::string, std::pair<std::string, std::string>> cache;  // path -> (size:mtime, sha)

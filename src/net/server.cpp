@@ -371,6 +371,7 @@ nlohmann::json Server::workers_json() const {
                    {"limits", i.limits},
                    {"threads", i.threads},
                    {"simd", i.simd},
+                   {"kind", i.kind},
                    {"background", i.background},
                    {"memory", i.memory},
                    {"models", models},

@@ -1,6 +1,8 @@
 #include "ops/gemm.h"
 
+#ifndef BONFIRE_NO_BLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +17,7 @@ namespace bonfire {
 
 namespace {
 
+#ifndef BONFIRE_NO_BLAS
 // OpenBLAS runs single-threaded inside our own split, so the worker's thread
 // count is the one knob and nothing oversubscribes the cores.
 void pin_blas_threads() {
@@ -24,6 +27,35 @@ void pin_blas_threads() {
   }();
   (void)once;
 }
+
+// Row-major C = A·op(B) + beta·C, op(B) = Bᵀ when trans_b.
+void sgemm(bool trans_b, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
+           float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, a,
+              (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+#else
+void pin_blas_threads() {}
+
+// The browser worker has no BLAS (none builds for WebAssembly from Debian's
+// packages): the same product from the SIMD dot and axpy kernels. Each
+// output row streams op(B) once; callers split the work over threads.
+void sgemm(bool trans_b, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
+           float beta, float* c, int64_t ldc) {
+  for (int64_t m = 0; m < M; ++m) {
+    float* cm = c + m * ldc;
+    const float* am = a + m * lda;
+    if (trans_b) {
+      for (int64_t n = 0; n < N; ++n) cm[n] = (beta == 0 ? 0.0f : beta * cm[n]) + simd::dot_f32(am, b + n * ldb, K);
+      continue;
+    }
+    if (beta == 0) std::memset(cm, 0, N * sizeof(float));
+    else if (beta != 1) simd::scale_f32(beta, cm, N);
+    for (int64_t k = 0; k < K; ++k)
+      if (am[k] != 0) simd::axpy_f32(am[k], b + k * ldb, cm, N);
+  }
+}
+#endif
 
 // Below this many activation rows a weight row is streamed once per output
 // with a fused dequantize-dot; above it a dequantized tile feeds BLAS.
@@ -128,8 +160,7 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
         if (bias)
           std::memcpy(out + m * ldo + n0, bias + n0, nn * sizeof(float));
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0f, x, (int)ldx, wt,
-                  (int)K, bias ? 1.0f : 0.0f, out + n0, (int)ldo);
+      sgemm(true, M, nn, K, x, ldx, wt, K, bias ? 1.0f : 0.0f, out + n0, ldo);
     }
   });
 }
@@ -146,8 +177,7 @@ void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
     const float* wf = reinterpret_cast<const float*>(w.data);
     parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
       const int64_t c0 = t0 * kTile, c1 = std::min(N, t1 * kTile);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)(c1 - c0), (int)K, 1.0f, x, (int)ldx,
-                  wf + c0, (int)N, 1.0f, out + c0, (int)ldo);
+      sgemm(false, M, c1 - c0, K, x, ldx, wf + c0, N, 1.0f, out + c0, ldo);
     });
     return;
   }
@@ -160,8 +190,7 @@ void gemm_nn(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
     band.resize(kk * N);
     for (int64_t r = 0; r < kk; ++r) simd::dequantize_row(w.dtype, w.data + (k0 + r) * stride, &band[r * N], N);
     parallel_for(M, 1, [&](int64_t m0, int64_t m1) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(m1 - m0), (int)N, (int)kk, 1.0f,
-                  x + m0 * ldx + k0, (int)ldx, band.data(), (int)N, 1.0f, out + m0 * ldo, (int)ldo);
+      sgemm(false, m1 - m0, N, kk, x + m0 * ldx + k0, ldx, band.data(), N, 1.0f, out + m0 * ldo, ldo);
     });
   }
 }

@@ -241,6 +241,21 @@ void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAM
 float dot_row(DType t, const void* row, const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);
 }
+#ifdef __EMSCRIPTEN__
+// The browser worker is built for one target (WASM SIMD128, HWY_COMPILE_ONLY_STATIC):
+// a browser has nothing to choose between at run time.
+bool limit_simd_target(const std::string& name, std::string* why) {
+  if (name == simd_target()) return true;
+  if (why) *why = "the browser worker runs " + simd_target() + " only";
+  return false;
+}
+
+std::string simd_target() {
+  std::string n = hwy::TargetName(HWY_STATIC_TARGET);
+  for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return n;
+}
+#else
 bool limit_simd_target(const std::string& name, std::string* why) {
   // Highway's x86 targets: a lower bit is a better target.
   static const std::pair<const char*, int64_t> kTargets[] = {
@@ -265,6 +280,7 @@ std::string simd_target() {
   for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return n;
 }
+#endif
 
 }  // namespace bonfire::simd
 #endif

@@ -207,8 +207,15 @@ std::string js_number(double d) {
   if (std::isinf(d)) return d < 0 ? "-Infinity" : "Infinity";
   if (d == 0) return "0";
   char buf[64];
+#ifdef __cpp_lib_to_chars
   const auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
   std::string sci(buf, res.ptr);  // [-]d[.ddd]e±xx, shortest round trip
+#else  // libc++ before 16 (the browser worker's) has no floating to_chars
+  int precision = 0;
+  do std::snprintf(buf, sizeof buf, "%.*e", precision, d);
+  while (std::strtod(buf, nullptr) != d && ++precision < 17);
+  std::string sci(buf);
+#endif
   std::string sign;
   if (sci[0] == '-') {
     sign = "-";

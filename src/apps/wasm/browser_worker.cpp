@@ -1,0 +1,196 @@
+// The browser worker: net/WorkerCore compiled to WebAssembly, driven by
+// web/lend-worker.js, which runs it inside a dedicated Web Worker and owns
+// everything only a browser can do: the WebSocket to the coordinator, the
+// model downloads (fetch, SHA-256 by crypto.subtle, the Cache API) and the
+// page's view. The split, so the C++ stays the native worker's:
+//
+//   JS → C++ (on the Web Worker's own thread, never blocking on work)
+//     bf_start(options JSON)        once: memory, threads, token, id
+//     bf_link_opened()              the WebSocket is open: the hello goes out
+//     bf_receive(bytes, n)          one frame from the coordinator (C++ frees it)
+//     bf_link_closed()              queued work dropped; sessions and models stay
+//     bf_fetched(id, error)         a model fetch asked for below finished
+//     bf_stats() → JSON             for the page (JS frees it)
+//   C++ → JS (queued to the Web Worker's thread from any thread)
+//     Module.bfSend(ptr, n)         a frame to send (JS copies it, then frees)
+//     Module.bfFetch(id, JSON)      fetch and verify these files into MEMFS
+//     Module.bfRefused(why, retry)  the coordinator refused the hello
+//     Module.bfLog(text)
+//
+// Work runs on the core's lanes (pthreads) and the compute pool (pthreads
+// with SharedArrayBuffer; one thread without), so the Web Worker's thread is
+// always free to answer pings and to move frames.
+#include <emscripten.h>
+#include <emscripten/heap.h>
+#include <emscripten/threading.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/error.h"
+#include "core/json_parse.h"
+#include "core/threads.h"
+#include "net/frame.h"
+#include "net/worker_core.h"
+
+using namespace bonfire;
+using namespace bonfire::net;
+
+namespace {
+
+std::unique_ptr<WorkerCore> g_core;
+Limits g_frame_limits;
+
+// Fetches waiting for the page: id → outcome.
+struct PendingFetch {
+  bool done = false;
+  std::string error;
+  std::string request;  // kept alive while JS reads it
+};
+std::mutex g_fetch_mu;
+std::condition_variable g_fetch_cv;
+std::map<int, PendingFetch> g_fetches;
+int g_next_fetch = 1;
+
+// A heap copy of `s` that JS frees once it has used it.
+char* js_owned(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = 0;
+  return p;
+}
+
+void to_js_log(const std::string& text) {
+  MAIN_THREAD_ASYNC_EM_ASM({ Module.bfLog(UTF8ToString($0)); _free($0); }, js_owned(text));
+}
+
+void send_frame(const Message& m) {
+  const std::string bytes = encode_message(m);
+  char* p = static_cast<char*>(std::malloc(bytes.size()));
+  std::memcpy(p, bytes.data(), bytes.size());
+  MAIN_THREAD_ASYNC_EM_ASM({ Module.bfSend($0, $1); }, p, bytes.size());
+}
+
+// On a lane: asks the page to fetch the files into /models/<hash>/<model>/
+// and waits. The page checks each file's SHA-256 before writing it.
+std::pair<std::string, ModelFingerprint> fetch_model(const ModelFetch& f) {
+  const std::string dir = "/models/" + f.hash + "/" + f.model;
+  json files = json::array();
+  for (const auto& file : f.files)
+    files.push_back({{"name", file.name}, {"sha256", file.sha256}, {"bytes", file.bytes}});
+  int id;
+  const char* request;
+  {
+    std::lock_guard<std::mutex> lock(g_fetch_mu);
+    id = g_next_fetch++;
+    PendingFetch& p = g_fetches[id];
+    p.request = json{{"model", f.model}, {"hash", f.hash}, {"dir", dir}, {"files", files}}.dump();
+    request = p.request.c_str();
+  }
+  MAIN_THREAD_ASYNC_EM_ASM({ Module.bfFetch($0, UTF8ToString($1)); }, id, request);
+  std::unique_lock<std::mutex> lock(g_fetch_mu);
+  g_fetch_cv.wait(lock, [&] { return g_fetches[id].done; });
+  const std::string error = g_fetches[id].error;
+  g_fetches.erase(id);
+  if (!error.empty()) throw Error(ErrorCode::BadGraph, "model " + f.model + ": " + error);
+  ModelFingerprint fp;
+  fp.id = f.model;
+  fp.hash = f.hash;
+  fp.files = f.files;
+  return {dir, fp};
+}
+
+}  // namespace
+
+extern "C" {
+
+// Options: {"token", "id", "memory" (bytes), "threads"}. Returns 0, or 1 with
+// the reason logged.
+EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
+  try {
+    const json o = parse_json(options_json, "the lend page's options");
+    WorkerCoreOptions c;
+    c.kind = "browser";
+    c.token = o.value("token", "");
+    c.id = o.value("id", "");
+    c.memory = std::max<int64_t>(o.value("memory", int64_t(1) << 30), 16 << 20);
+    // The weights are copied into the WebAssembly heap: a model must fit the
+    // memory the volunteer set, beside the sessions' share.
+    c.model_bytes_max = c.memory * 3 / 4;
+    set_num_threads(std::max(1, o.value("threads", 1)));
+    WorkerCore::Hooks h;
+    h.fetch_model = fetch_model;
+    h.model_opened = [](const std::string& path) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);  // the weights are in the heap now
+    };
+    h.on_refused = [](const std::string& why, bool retry) {
+      MAIN_THREAD_ASYNC_EM_ASM({ Module.bfRefused(UTF8ToString($0), $1); _free($0); }, js_owned(why), retry ? 1 : 0);
+    };
+    h.log = to_js_log;
+    g_core = std::make_unique<WorkerCore>(c, h);
+    g_frame_limits.max_total_bytes = g_core->frame_max();
+    return 0;
+  } catch (const std::exception& e) {
+    to_js_log(std::string("cannot start: ") + e.what());
+    return 1;
+  }
+}
+
+EMSCRIPTEN_KEEPALIVE void bf_link_opened() {
+  if (!g_core) return;
+  g_core->link_opened([](Message m) { send_frame(m); });
+  send_frame(g_core->hello());
+}
+
+EMSCRIPTEN_KEEPALIVE void bf_link_closed() {
+  if (g_core) g_core->link_closed();
+}
+
+// Takes ownership of `bytes` (allocated by JS with _malloc).
+EMSCRIPTEN_KEEPALIVE int bf_receive(char* bytes, int n) {
+  std::unique_ptr<char, decltype(&std::free)> own(bytes, std::free);
+  if (!g_core) return 1;
+  try {
+    g_core->on_message(decode_message(std::string_view(bytes, static_cast<size_t>(n)), g_frame_limits));
+    return 0;
+  } catch (const std::exception& e) {
+    to_js_log(std::string("garbage from the coordinator: ") + e.what());
+    return 1;  // the page closes the link, as the native worker does
+  }
+}
+
+// `error` null or empty: the files are in place.
+EMSCRIPTEN_KEEPALIVE void bf_fetched(int id, const char* error) {
+  std::lock_guard<std::mutex> lock(g_fetch_mu);
+  auto it = g_fetches.find(id);
+  if (it == g_fetches.end()) return;
+  it->second.done = true;
+  it->second.error = error ? error : "";
+  g_fetch_cv.notify_all();
+}
+
+EMSCRIPTEN_KEEPALIVE char* bf_stats() {
+  if (!g_core) return js_owned("{}");
+  json s = g_core->stats();
+  s["memory"]["heap"] = static_cast<int64_t>(emscripten_get_heap_size());
+  return js_owned(s.dump());
+}
+
+EMSCRIPTEN_KEEPALIVE void bf_stop() {
+  if (g_core) g_core->stop();
+}
+
+}  // extern "C"
+
+int main() {
+  // Stay alive after main: the page drives everything through the exports.
+  emscripten_exit_with_live_runtime();
+  return 0;
+}

@@ -1,0 +1,549 @@
+#include "net/worker_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "graph/batch.h"
+#include "graph/executor.h"
+#include "graph/session.h"
+#include "graph/wire.h"
+#include "ir/generation.h"
+#include "net/worker_fault.h"
+#include "ops/gemm.h"
+#include "ops/simd.h"
+#include "spec/manifest.h"
+
+namespace bonfire::net {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kProtocol = 3;
+constexpr size_t kMaxRegistered = 256;     // decode graphs kept per link
+constexpr int64_t kOutputSlack = 1 << 20;  // a reply's header beside its tensors
+constexpr size_t kMaxRows = 64;            // sessions in one batched call
+constexpr double kRateWindowS = 10;        // tokens/s is counted over this
+
+struct HeldModel {
+  ModelFingerprint fingerprint;
+  std::string path;
+  std::shared_ptr<ir::LocalModel> model;  // shared: a lane may run it while a load replaces it
+};
+
+int64_t tensor_bytes(const Message& m) {
+  int64_t n = 0;
+  for (const auto& [k, t] : m.tensors) n += t.numel() * 4;
+  return n;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// Work of one kind, run in order on its own thread.
+struct Lane {
+  explicit Lane(std::string n) : name(std::move(n)) {}
+  std::string name;
+  std::deque<Message> queue;
+  std::thread thread;
+  bool busy = false;
+};
+
+}  // namespace
+
+struct WorkerCore::Impl {
+  WorkerCoreOptions opt;
+  Hooks hooks;
+  std::map<std::string, HeldModel> models;  // by id
+  std::mutex models_mu;
+  SessionStore sessions;
+  std::mutex sessions_mu;  // last_used
+  std::map<std::string, Clock::time_point> last_used;
+  std::mutex registered_mu;
+  std::map<std::string, std::shared_ptr<const Call>> registered;  // shared: a lane may still run one
+  std::deque<std::string> registered_order;
+
+  std::mutex mu;  // the lanes, send, id, served
+  std::condition_variable cv;
+  Lane steps{"steps"}, graphs{"graphs"}, loads{"loads"};
+  std::function<void(Message)> send_fn;
+  std::atomic<int64_t> queued_bytes{0};
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> coordinator_frame{int64_t(1) << 30};
+  std::string id;
+  std::deque<Clock::time_point> served;  // step calls answered within kRateWindowS
+  int64_t steps_served = 0;
+  std::unique_ptr<LieFault> lie;  // --fault lie=P (a test aid)
+
+  void log(const std::string& s) {
+    if (!opt.quiet && hooks.log) hooks.log(s);
+  }
+
+  std::set<std::string> features() const {
+    std::set<std::string> f = implemented_features();
+    f.insert(kBatchedCalls);
+    for (const auto& d : opt.disabled_features) f.erase(d);
+    return f;
+  }
+
+  // `memory` is shared by a frame being received, the queue, the sessions
+  // and what one call may create.
+  int64_t frame_max() const { return std::clamp<int64_t>(opt.memory / 4, 1 << 20, int64_t(4) << 30); }
+  int64_t queue_max() const { return std::max<int64_t>(opt.memory / 4, 1 << 20); }
+  int64_t model_max() const { return opt.model_bytes_max > 0 ? opt.model_bytes_max : opt.memory * 4; }
+
+  int64_t session_bytes() {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    int64_t total = 0;
+    for (const auto& [sid, t] : last_used)
+      if (auto s = sessions.get(sid, false)) total += s->bytes();
+    return total;
+  }
+
+  Limits call_limits(const json& h) {
+    Limits l;
+    l.max_total_bytes =
+        std::max<int64_t>(0, std::min(l.max_total_bytes, opt.memory - session_bytes() - queued_bytes.load()));
+    // What the answer may carry: the coordinator's frame limit, and less if it asks.
+    l.max_output_bytes = coordinator_frame - kOutputSlack;
+    if (h.contains("maxOutputBytes") && h["maxOutputBytes"].is_number_integer())
+      l.max_output_bytes = std::min<int64_t>(l.max_output_bytes, h["maxOutputBytes"].get<int64_t>());
+    double budget_ms = opt.call_max_s * 1000;
+    if (h.contains("timeoutMs") && h["timeoutMs"].is_number())
+      budget_ms = std::clamp(h["timeoutMs"].get<double>(), 1.0, budget_ms);
+    l.deadline_ms = steady_now_ms() + static_cast<int64_t>(budget_ms);
+    return l;
+  }
+
+  json hello() {
+    json ops = json::array();
+    for (const auto& op : op_registry()) ops.push_back(op.name);
+    json held = json::array();
+    {
+      std::lock_guard<std::mutex> lock(models_mu);
+      for (const auto& [mid, m] : models)
+        held.push_back({{"id", mid}, {"hash", m.fingerprint.hash}, {"layers", m.model->ir()["model"]["n_layers"]}});
+    }
+    const Limits l;
+    json h = {{"type", "hello"},
+              {"protocol", kProtocol},
+              {"opsHash", spec::ops_manifest().value("opsHash", "")},
+              {"id", opt.id},
+              {"token", opt.token},
+              {"kind", opt.kind},
+              {"ops", ops},
+              {"features", features()},
+              {"limits",
+               {{"maxNodes", l.max_nodes},
+                {"maxTensorElements", l.max_tensor_elements},
+                {"maxRank", l.max_rank},
+                {"maxTotalBytes", std::min(l.max_total_bytes, opt.memory)},
+                {"maxFrameBytes", frame_max()}}},
+              {"threads", num_threads()},
+              {"simd", simd::simd_target()},
+              {"background", background()},
+              {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
+              {"memory", opt.memory},
+              {"fetch", opt.fetch_models},
+              {"models", held}};
+    if (!opt.local_secret.empty()) h["localSecret"] = opt.local_secret;
+    return h;
+  }
+
+  void send(Message m) {
+    std::function<void(Message)> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      fn = send_fn;
+    }
+    if (fn) fn(std::move(m));
+  }
+
+  void reply_error(const json& req, const Error& e) {
+    send(Message(json{{"type", "error"}, {"req", req}, {"error", error_to_json(e)}}));
+  }
+
+  Lane& lane_for(const Message& m) {
+    if (m.type() == "load_model") return loads;
+    return m.header.value("lane", "") == "graph" ? graphs : steps;
+  }
+
+  void on_message(Message m) {
+    const std::string type = m.type();
+    if (type == "ping") {
+      size_t queued;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        queued = steps.queue.size() + graphs.queue.size() + steps.busy + graphs.busy;
+      }
+      send(Message(json{{"type", "pong"}, {"t", m.header.value("t", 0.0)}, {"queue", queued}, {"sessions", sessions.size()}}));
+    } else if (type == "welcome") {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        id = m.header.value("id", "");
+      }
+      const json f = m.header.value("maxFrameBytes", json());
+      if (f.is_number_integer() && f.get<int64_t>() > kOutputSlack) coordinator_frame = f.get<int64_t>();
+      log("joined as " + m.header.value("id", std::string()));
+    } else if (type == "refused") {
+      const bool retry = m.header.value("retry", false);
+      const std::string why = m.header.value("error", std::string("no reason given"));
+      log("refused by the coordinator: " + why + (retry ? " (will try again)" : ""));
+      if (hooks.on_refused) hooks.on_refused(why, retry);
+    } else {
+      const int64_t bytes = tensor_bytes(m);
+      if (queued_bytes + bytes > queue_max()) {
+        const json req = m.header.value("req", json());
+        if (!req.is_null())
+          reply_error(req, Error(ErrorCode::TooLarge, "this worker's queue is full (" + std::to_string(queue_max()) +
+                                                          " bytes, a quarter of its memory); try another worker"));
+        return;
+      }
+      queued_bytes += bytes;
+      std::lock_guard<std::mutex> lock(mu);
+      lane_for(m).queue.push_back(std::move(m));
+      cv.notify_all();
+    }
+  }
+
+  void lane_loop(Lane& lane) {
+    // The coordinator's generation steps may use int8 activations (ops/gemm.h);
+    // a client's graph call keeps the ops' f32 meaning.
+    std::optional<Int8Scope> int8;
+    if (&lane == &steps) int8.emplace();
+    while (true) {
+      Message m;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::seconds(5), [&] { return stopping || !lane.queue.empty(); });
+        if (stopping) return;
+        if (lane.queue.empty()) {
+          lock.unlock();
+          if (&lane == &steps) expire_sessions();
+          continue;
+        }
+        m = std::move(lane.queue.front());
+        lane.queue.pop_front();
+        lane.busy = true;
+      }
+      const int64_t bytes = tensor_bytes(m);
+      adapt_to_machine_load();  // background mode: threads follow the volunteer's other load
+      handle(m);
+      queued_bytes -= bytes;
+      std::lock_guard<std::mutex> lock(mu);
+      lane.busy = false;
+      if (&lane == &steps && m.type() == "run") {
+        ++steps_served;
+        served.push_back(Clock::now());
+      }
+    }
+  }
+
+  void expire_sessions() {
+    const auto now = Clock::now();
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    for (auto it = last_used.begin(); it != last_used.end();) {
+      if (std::chrono::duration<double>(now - it->second).count() > opt.session_ttl_s) {
+        sessions.erase(it->first);
+        it = last_used.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void handle(Message& m) {
+    const std::string type = m.type();
+    const json req = m.header.value("req", json());
+    try {
+      if (type == "run") {
+        run(m);
+      } else if (type == "free") {
+        const std::string sid = m.header.value("session", "");
+        sessions.erase(sid);
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        last_used.erase(sid);
+      } else if (type == "load_model") {
+        load_model(m);
+      } else {
+        throw Error(ErrorCode::BadGraph, "unknown message type \"" + type.substr(0, 32) + "\"");
+      }
+    } catch (const Error& e) {
+      if (!req.is_null()) reply_error(req, e);
+    } catch (const std::exception& e) {
+      if (!req.is_null()) reply_error(req, Error(ErrorCode::Internal, e.what()));
+    }
+  }
+
+  std::shared_ptr<const Call> graph_for(const json& h, const Limits& limits, std::map<std::string, Tensor>& inputs,
+                                        std::map<std::string, Tensor>& inline_weights) {
+    const std::string key = h.value("graph", "");
+    if (h.contains("call")) {
+      json c = h["call"];
+      if (h.contains("session") && c.is_object()) c["session"] = h["session"];
+      auto call = std::make_shared<const Call>(Call::parse(c, limits, inputs, inline_weights));
+      if (!key.empty()) {
+        std::lock_guard<std::mutex> lock(registered_mu);
+        if (!registered.count(key)) {
+          if (registered.size() >= kMaxRegistered) {
+            registered.erase(registered_order.front());
+            registered_order.pop_front();
+          }
+          registered_order.push_back(key);
+        }
+        registered[key] = call;
+      }
+      return call;
+    }
+    std::lock_guard<std::mutex> lock(registered_mu);
+    auto it = registered.find(key);
+    if (it == registered.end())
+      throw Error(ErrorCode::BadGraph, "graph \"" + key.substr(0, 64) + "\" is not registered on this worker");
+    return it->second;
+  }
+
+  void run(Message& m) {
+    const json& h = m.header;
+    const auto t0 = Clock::now();
+    std::map<std::string, Tensor> inputs, inline_weights;
+    for (auto& [name, t] : m.tensors) {
+      if (name.rfind("in:", 0) == 0) inputs[name.substr(3)] = std::move(t);
+      else if (name.rfind("w:", 0) == 0) inline_weights[name.substr(2)] = std::move(t);
+    }
+    const Limits limits = call_limits(h);
+    const std::shared_ptr<const Call> call = graph_for(h, limits, inputs, inline_weights);
+    require_features(call->graph, features());
+    const std::string model_id = h.value("model", call->model);
+    std::shared_ptr<const ir::LocalModel> model;
+    if (!model_id.empty()) {
+      std::lock_guard<std::mutex> lock(models_mu);
+      auto it = models.find(model_id);
+      if (it == models.end())
+        throw Error(ErrorCode::BadGraph, "this worker does not hold model \"" + model_id.substr(0, 64) + "\"");
+      model = it->second.model;
+    }
+    const std::map<std::string, Tensor>& weights = inline_weights.empty() ? call->weights : inline_weights;
+    const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
+      auto it = weights.find(name);
+      if (it != weights.end()) return &it->second;
+      return model ? model->weights().find(name) : nullptr;
+    };
+    // One row per session: a plain call is one row (graph/batch.h for many).
+    const bool batched = h.contains("rows");
+    std::vector<std::string> sids;
+    std::vector<json> binds;
+    if (batched) {
+      parse_batch_rows(h["rows"], kMaxRows, sids, binds);
+    } else {
+      sids.push_back(h.value("session", call->session));
+      binds.push_back(h.value("bind", call->bind));
+    }
+    std::vector<std::shared_ptr<Session>> held;
+    std::vector<std::string> created;
+    for (const auto& sid : sids) {
+      if (sid.empty()) {
+        held.push_back(nullptr);
+        continue;
+      }
+      std::shared_ptr<Session> session = sessions.get(sid, false);
+      if (!session) {
+        session = sessions.get(sid, true);
+        created.push_back(sid);
+      }
+      held.push_back(session);
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      last_used[sid] = Clock::now();
+    }
+    RunResult r;
+    // --fault lie=P: this call's answer will be wrong (worker_fault.h).
+    std::vector<LieFault::Sampled> sampled;
+    std::optional<Graph> lying;
+    if (lie && lie->lie_now()) lying = LieFault::with_sample_logits(call->graph, &sampled);
+    const Graph& graph = lying ? *lying : call->graph;
+    // "stepNumerics": every row computed as its one-token step was (a
+    // checker's recomputation; docs/PROTOCOL-EXTENSIONS.md).
+    std::optional<Int8AnyRowsScope> step_numerics;
+    if (h.value("stepNumerics", false)) step_numerics.emplace();
+    try {
+      const auto& in = inputs.empty() ? call->inputs : inputs;
+      if (batched) {
+        std::vector<BatchRow> rows;
+        for (size_t i = 0; i < held.size(); ++i) rows.push_back({held[i].get(), binds[i]});
+        r = run_graph_rows(graph, in, rows, lookup, limits);
+      } else {
+        r = run_graph(graph, in, binds[0], lookup, held[0].get(), limits);
+      }
+    } catch (...) {
+      for (const auto& sid : created) {
+        sessions.erase(sid);
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        last_used.erase(sid);
+      }
+      throw;
+    }
+    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + lie->tell(r.outputs, sampled));
+    Message out(json{{"type", "result"},
+                     {"req", h["req"]},
+                     {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
+    out.tensors = std::move(r.outputs);
+    send(std::move(out));
+  }
+
+  ModelFetch checked_fetch(const json& h) {
+    ModelFetch f;
+    f.model = h.value("model", "");
+    f.hash = h.value("hash", "");
+    if (!safe_name(f.model) || !safe_name(f.hash)) throw Error(ErrorCode::BadGraph, "load_model: bad model id or hash");
+    if (!h.contains("files") || !h["files"].is_array()) throw Error(ErrorCode::BadGraph, "load_model: no files");
+    for (const auto& j : h["files"]) {
+      ModelFile file;
+      file.name = j.at("name");
+      file.sha256 = j.at("sha256");
+      file.bytes = j.at("bytes");
+      if (!safe_name(file.name) || !safe_name(file.sha256)) throw Error(ErrorCode::BadGraph, "load_model: bad file name");
+      if (file.bytes < 0) throw Error(ErrorCode::BadGraph, "load_model: negative file size");
+      f.bytes += file.bytes;
+      f.files.push_back(file);
+    }
+    // Refused before a byte is fetched, with the sizes named.
+    if (f.bytes > model_max())
+      throw Error(ErrorCode::TooLarge, "model " + f.model + " is " + mib(f.bytes) + ", more than the " +
+                                           mib(model_max()) + " this worker accepts (it lends " + mib(opt.memory) +
+                                           " of memory)");
+    return f;
+  }
+
+  void load_model(Message& m) {
+    const json& h = m.header;
+    if (!opt.fetch_models || !hooks.fetch_model)
+      throw Error(ErrorCode::BadGraph, "this worker does not accept models (--no-fetch)");
+    const ModelFetch f = checked_fetch(h);
+    bool held;
+    {
+      std::lock_guard<std::mutex> lock(models_mu);
+      held = models.count(f.model) && models[f.model].fingerprint.hash == f.hash;
+    }
+    if (!held) {
+      const auto [path, fingerprint] = hooks.fetch_model(f);
+      add_model(path, fingerprint);
+      if (hooks.model_opened) hooks.model_opened(path);
+    }
+    send(Message(json{{"type", "result"}, {"req", h["req"]}, {"model", f.model}, {"hash", f.hash}}));
+  }
+
+  void add_model(const std::string& path, const ModelFingerprint& fingerprint) {
+    HeldModel held;
+    held.fingerprint = fingerprint;
+    held.path = path;
+    ir::LocalModel::Options o;
+    o.tokenizer = false;  // the coordinator tokenizes; a worker runs graphs
+    held.model = ir::LocalModel::open(path, o);
+    log("holds " + fingerprint.id + " (" + fingerprint.hash.substr(0, 12) + ")");
+    std::lock_guard<std::mutex> lock(models_mu);
+    models[fingerprint.id] = std::move(held);
+  }
+};
+
+WorkerCore::WorkerCore(WorkerCoreOptions options, Hooks hooks) : impl_(new Impl) {
+  Impl& w = *impl_;
+  w.opt = std::move(options);
+  w.hooks = std::move(hooks);
+  if (!w.opt.fault.empty()) w.lie = std::make_unique<LieFault>(w.opt.fault, w.opt.fault_seed);
+  for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) lane->thread = std::thread([&w, lane] { w.lane_loop(*lane); });
+}
+
+WorkerCore::~WorkerCore() {
+  stop();
+  for (Lane* lane : {&impl_->steps, &impl_->graphs, &impl_->loads})
+    if (lane->thread.joinable()) lane->thread.join();
+}
+
+void WorkerCore::stop() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->stopping = true;
+  impl_->cv.notify_all();
+}
+
+void WorkerCore::link_opened(std::function<void(Message)> send) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->registered_mu);
+    impl_->registered.clear();  // the lanes hold shared_ptrs to any they still run
+    impl_->registered_order.clear();
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->send_fn = std::move(send);
+  impl_->id.clear();  // until this link's welcome
+}
+
+void WorkerCore::link_closed() {
+  Impl& w = *impl_;
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.send_fn = nullptr;
+  for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) {
+    for (const auto& m : lane->queue) w.queued_bytes -= tensor_bytes(m);
+    lane->queue.clear();
+  }
+}
+
+Message WorkerCore::hello() { return Message(impl_->hello()); }
+void WorkerCore::on_message(Message m) { impl_->on_message(std::move(m)); }
+void WorkerCore::add_model(const std::string& path, const ModelFingerprint& fp) { impl_->add_model(path, fp); }
+const WorkerCoreOptions& WorkerCore::options() const { return impl_->opt; }
+int64_t WorkerCore::frame_max() const { return impl_->frame_max(); }
+
+std::string WorkerCore::id() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->id;
+}
+
+std::set<std::string> WorkerCore::model_paths() {
+  std::set<std::string> paths;
+  std::lock_guard<std::mutex> lock(impl_->models_mu);
+  for (const auto& [mid, m] : impl_->models) paths.insert(m.path);
+  return paths;
+}
+
+json WorkerCore::stats() {
+  Impl& w = *impl_;
+  json models = json::array();
+  {
+    std::lock_guard<std::mutex> lock(w.models_mu);
+    for (const auto& [mid, m] : w.models) {
+      int64_t bytes = 0;
+      for (const auto& f : m.fingerprint.files) bytes += f.bytes;
+      models.push_back({{"id", mid}, {"layers", m.model->ir()["model"]["n_layers"]}, {"bytes", bytes}});
+    }
+  }
+  const int64_t sessions_bytes = w.session_bytes();
+  std::lock_guard<std::mutex> lock(w.mu);
+  const auto now = Clock::now();
+  while (!w.served.empty() && std::chrono::duration<double>(now - w.served.front()).count() > kRateWindowS)
+    w.served.pop_front();
+  double rate = 0;
+  if (w.served.size() > 1)
+    rate = static_cast<double>(w.served.size() - 1) /
+           std::max(1e-3, std::chrono::duration<double>(w.served.back() - w.served.front()).count());
+  return {{"id", w.id},
+          {"models", models},
+          {"steps", w.steps_served},
+          {"tokensPerSecond", rate},
+          {"sessions", w.sessions.size()},
+          {"sessionBytes", sessions_bytes},
+          {"queued", w.steps.queue.size() + w.graphs.queue.size() + w.loads.queue.size()},
+          {"threads", num_threads()},
+          {"simd", simd::simd_target()},
+          {"memory", {{"limit", w.opt.memory}}}};
+}
+
+}  // namespace bonfire::net

@@ -1,0 +1,100 @@
+// What a worker does with the coordinator's messages, whatever carries them.
+// `bonfire worker` (net/worker.h) carries them over its own WebSocket; the
+// browser worker (src/apps/wasm) gets them from the page's WebSocket. Both
+// announce the same hello, run the same graphs and keep sessions the same
+// way, so a tab is an ordinary worker to the coordinator.
+//
+// Promises:
+// - on_message() never blocks on work: pings are answered at once, the rest
+//   is queued on a lane, each lane run in order on its own thread:
+//   generation steps, clients' own graphs ("lane": "graph") and model loads,
+//   so a long client graph or a download never holds a generation up.
+// - The worker's own limits apply whatever the coordinator asks: `memory`
+//   bounds a received frame, the queue and the sessions together with what a
+//   call may allocate; every call has a time budget; a model larger than
+//   `model_bytes_max` is refused before a byte of it is fetched.
+// - A refused call leaves no trace, not even an empty new session.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "net/frame.h"
+#include "net/model_hash.h"
+
+namespace bonfire::net {
+
+struct WorkerCoreOptions {
+  std::string token;                 // the network's shared secret
+  std::string id;                    // "" lets the coordinator name it
+  std::string kind = "native";       // "browser" for a lent tab (hello "kind")
+  int64_t memory = int64_t(4) << 30; // bytes this worker lends
+  int64_t model_bytes_max = 0;       // largest model it accepts (0: 4 × memory, the files are mapped)
+  std::set<std::string> disabled_features;  // run as a worker without these
+  std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
+  double call_max_s = 600;           // no call runs longer, whatever the coordinator asks
+  double session_ttl_s = 1800;       // idle sessions are freed after this
+  bool fetch_models = true;          // accept models from the coordinator
+  bool quiet = false;
+  std::string fault;        // a test aid: "lie=P" (net/worker_fault.h)
+  uint64_t fault_seed = 0;  // the fault's coin; 0 draws one
+};
+
+// A load_model request, checked: names safe, sizes within the worker's limit.
+struct ModelFetch {
+  std::string model, hash;
+  std::vector<ModelFile> files;  // name, sha256, bytes (path unset)
+  int64_t bytes = 0;             // all files together
+};
+
+class WorkerCore {
+ public:
+  struct Hooks {
+    // Puts a model's files where it can be opened, each checked against its
+    // SHA-256, and returns the model's path and fingerprint. Throws Error.
+    std::function<std::pair<std::string, ModelFingerprint>(const ModelFetch&)> fetch_model;
+    // Optional: the fetched model is open (its weights are in memory), so
+    // the files may go (the browser worker's files live in the page's heap).
+    std::function<void(const std::string& path)> model_opened;
+    // Called when the coordinator refuses this worker (`retry`: for now).
+    std::function<void(const std::string& why, bool retry)> on_refused;
+    std::function<void(const std::string&)> log;  // lines for the volunteer
+  };
+
+  WorkerCore(WorkerCoreOptions options, Hooks hooks);
+  ~WorkerCore();  // stops the lanes
+  WorkerCore(const WorkerCore&) = delete;
+  WorkerCore& operator=(const WorkerCore&) = delete;
+
+  // A link opened: messages go out through `send` from now on (any thread).
+  // The hello to send first is hello().
+  void link_opened(std::function<void(Message)> send);
+  // The link closed: queued work is dropped and graphs registered on it are
+  // forgotten; sessions and models stay for the next link.
+  void link_closed();
+  Message hello();
+  // From the link's thread, in arrival order.
+  void on_message(Message m);
+
+  // Opens a model held here (a folder or GGUF file) under its fingerprint.
+  void add_model(const std::string& path, const ModelFingerprint& fingerprint);
+  // Paths of the models held now (a cache keeps them).
+  std::set<std::string> model_paths();
+
+  // What the volunteer sees: id, models, steps served, tokens/s, memory.
+  nlohmann::json stats();
+  const WorkerCoreOptions& options() const;
+  std::string id();  // the coordinator's name for it, once welcomed
+  int64_t frame_max() const;  // the largest frame it accepts
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bonfire::net
