@@ -105,8 +105,8 @@ async function waitState(page, want, ms = JOIN_MS) {
   return waitFor(async () => {
     const s = await pageState(page);
     if (s === want) return true;
-    if (['refused', 'error', 'unsupported', 'stopped'].includes(s))
-      throw new Error(`the lend page is "${s}", waiting for "${want}":\n${await pageText(page)}`);
+    check(!['refused', 'error', 'unsupported', 'stopped'].includes(s),
+          `the lend page is "${s}", waiting for "${want}":\n${await pageText(page)}`);
     return false;
   }, ms, `the lend page to be "${want}"`, 250);
 }
