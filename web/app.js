@@ -180,10 +180,12 @@ function workerCard(w) {
   const models = w.models || [];
   const stages = w.stages || [];
   const checks = w.checks;
-  return h('article', { class: 'worker', 'data-worker-id': w.id },
+  const kind = w.kind === 'browser' ? 'browser' : 'native';  // coordinators before "kind" had native workers only
+  return h('article', { class: `worker ${kind}`, 'data-worker-id': w.id, 'data-kind': kind },
     h('header', {},
       h('span', { class: `led ${busy ? 'busy' : 'idle'}`, title: busy ? 'working' : 'idle' }),
       h('span', { class: 'wid' }, w.id),
+      kind === 'browser' ? h('span', { class: 'chip kind', title: 'a browser tab lending itself (/lend)' }, 'browser tab') : null,
       h('span', { class: 'muted small' }, w.remote || ''),
       h('span', { class: 'muted small right', title: 'joined' }, w.joined ? `up ${ago(w.joined)}` : '')),
     h('dl', { class: 'facts' },
@@ -216,7 +218,8 @@ async function pollWorkers() {
     `banned: ${b.id}${b.address ? ` (${b.address})` : ''} for another ${Math.round(b.secondsLeft)} s — ${b.reason}`));
   box.replaceChildren(...(workers.length ? workers.map(workerCard)
     : [h('p', { class: 'empty' }, 'No worker has joined. Start one with ',
-      h('code', {}, `bonfire worker --join ${location.origin}`), '.')]), ...banned);
+      h('code', {}, `bonfire worker --join ${location.origin}`), ', or ', h('a', { href: '/lend' }, 'lend this browser tab'),
+      '.')]), ...banned);
 }
 
 // ---- models ----
@@ -423,10 +426,21 @@ function setupKeyDialog() {
   $('key-button').textContent = state.key ? 'API key ✓' : 'API key';
 }
 
+// ---- lend this tab ----
+
+// The lend page takes the network's token from ?token= (else what it
+// remembers). This page passes on a token it was opened with, and no other:
+// the API key is a client's secret, not the workers'.
+function setupLendLink() {
+  const token = new URLSearchParams(location.search).get('token');
+  if (token) $('lend-link').href = `/lend?token=${encodeURIComponent(token)}`;
+}
+
 // ---- start ----
 
 function setup() {
   setupKeyDialog();
+  setupLendLink();
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
   $('input').addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }

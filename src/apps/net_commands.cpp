@@ -93,6 +93,9 @@ std::function<int()> add_net_commands(CLI::App& app) {
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
   serve->add_option("--web-dir", o->serve.web_dir,
                     "static files for GET / (default: ../web or web beside the binary, else the source tree's web/)");
+  serve->add_option("--wasm-dir", o->serve.wasm_dir,
+                    "the browser worker's WebAssembly build for GET /lend and /wasm/ (default: wasm or ../wasm "
+                    "beside the binary, where scripts/build_wasm.sh puts it)");
 #ifdef BONFIRE_SOURCE_DIR
   o->serve.source_web_dir = BONFIRE_SOURCE_DIR "/web";
 #endif

@@ -2,14 +2,12 @@
 
 #include <csignal>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 #include <tuple>
 
 #include "core/error.h"
-#include "core/file.h"
 #include "core/json_parse.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
@@ -18,8 +16,6 @@
 #include "spec/manifest.h"
 
 namespace bonfire::net {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -64,19 +60,6 @@ bool parse_stage(const std::string& s, std::string& worker, int64_t& first, int6
   return true;
 }
 
-// The web page's files: what a browser needs to render each.
-std::string web_content_type(const std::string& ext) {
-  if (ext == ".html") return "text/html; charset=utf-8";
-  if (ext == ".js" || ext == ".mjs") return "text/javascript; charset=utf-8";
-  if (ext == ".css") return "text/css; charset=utf-8";
-  if (ext == ".svg") return "image/svg+xml";
-  if (ext == ".png") return "image/png";
-  if (ext == ".ico") return "image/x-icon";
-  if (ext == ".json") return "application/json";
-  if (ext == ".txt") return "text/plain; charset=utf-8";
-  return "application/octet-stream";
-}
-
 }  // namespace
 
 Server::Server(ServeOptions options) : options_(std::move(options)) {
@@ -88,6 +71,10 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   if (options_.web_dir.empty()) options_.web_dir = find_web_dir(options_.source_web_dir);
   log(options_.web_dir.empty() ? std::string("no web page found (GET / shows a placeholder; see --web-dir)")
                                : "web page from " + options_.web_dir);
+  const std::string wasm = options_.wasm_dir.empty() ? find_wasm_dir() : options_.wasm_dir;
+  log(wasm.empty() ? std::string("no browser worker build found (GET /lend cannot lend a tab until "
+                                 "scripts/build_wasm.sh has run; see --wasm-dir)")
+                   : "browser worker from " + wasm);
   for (const auto& path : options_.models) {
     auto m = ServedModel::open(path, options_.model);
     for (const auto& other : models_)
@@ -232,6 +219,11 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   if (m == "GET" && p.rfind("/web/", 0) == 0) {
     endpoint = "/web/";
     return web(req, res);
+  }
+  if (is("GET", "/lend")) return web(req, res);
+  if (m == "GET" && p.rfind("/wasm/", 0) == 0) {
+    endpoint = "/wasm/";
+    return wasm(req, res);
   }
   if (is("GET", "/metrics")) return res.send(200, metrics_text(), "text/plain; version=0.0.4");
   if (is("GET", "/api/v3/ops")) return res.send(200, std::string(spec::ops_manifest_text()));
@@ -446,7 +438,13 @@ void Server::offer_models(std::shared_ptr<RemoteWorker> w) {
   for (const auto& m : models_) {
     bool held = false;
     for (const auto& [mid, h] : info.models) held = held || h == m->fingerprint().hash;
-    if (held || info.memory < m->total_bytes()) continue;
+    if (held) continue;
+    if (info.memory < m->total_bytes()) {
+      // Said, so a volunteer whose worker sits idle can learn why.
+      log("worker " + info.id + " lends " + std::to_string(info.memory >> 20) + " MiB, less than " + m->id() +
+          " needs (" + std::to_string(m->total_bytes() >> 20) + " MiB): not offered");
+      continue;
+    }
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : m->fingerprint().files) files.push_back({{"name", f.name}, {"sha256", f.sha256}, {"bytes", f.bytes}});
     try {
@@ -503,42 +501,6 @@ std::string Server::metrics_text() const {
   gauges.push_back(checks);
   gauges.push_back({"bonfire_verify_bans", "workers banned after a failed check since start", {{"", v["banned"].get<double>()}}});
   return metrics_.render(gauges);
-}
-
-std::string Server::find_web_dir(const std::string& source_web_dir) {
-  std::vector<fs::path> candidates;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && !exe.empty()) {
-    candidates.push_back(exe.parent_path().parent_path() / "web");
-    candidates.push_back(exe.parent_path() / "web");
-  }
-  if (!source_web_dir.empty()) candidates.push_back(source_web_dir);
-  for (const auto& c : candidates)
-    if (fs::is_regular_file(c / "index.html", ec)) return fs::weakly_canonical(c, ec).string();
-  return "";
-}
-
-void Server::web(const HttpRequest& req, HttpResponder& res) {
-  // The page changes with the binary: never cached, so an upgrade shows at once.
-  const std::map<std::string, std::string> headers = {{"Cache-Control", "no-store"},
-                                                      {"X-Content-Type-Options", "nosniff"}};
-  const std::string rel = req.path == "/" ? "index.html" : req.path.substr(5);
-  // safe_name: one plain file name (no "/", no ".."), so nothing outside the folder.
-  if (!options_.web_dir.empty() && safe_name(rel)) {
-    const fs::path file = fs::path(options_.web_dir) / rel;
-    std::error_code ec;
-    if (fs::is_regular_file(file, ec))
-      return res.send(200, read_file(file.string()), web_content_type(file.extension().string()), headers);
-  }
-  if (req.path != "/")
-    return res.send(404, "no such file: " + req.path + "\n", "text/plain; charset=utf-8", headers);
-  res.send(200,
-           "<!doctype html><title>bonfire</title><h1>bonfire</h1><p>The coordinator is up; its web page was not "
-           "found (start it with --web-dir DIR). "
-           "<a href=\"/api/v3/workers\">workers</a> · <a href=\"/api/v3/models\">models</a> · "
-           "<a href=\"/api/v3/stats\">stats</a> · <a href=\"/metrics\">metrics</a></p>",
-           "text/html; charset=utf-8", headers);
 }
 
 // ---- the live view ----

@@ -1,7 +1,9 @@
 // `bonfire serve`: the coordinator's HTTP API (spec/PROTOCOL.md, docs/
 // NETWORK.md) over the worker network, with a worker in this process unless
-// told otherwise. Routes live in server.cpp (protocol endpoints) and
-// server_generate.cpp (generation: bonfire's and the OpenAI-compatible one).
+// told otherwise. Routes live in server.cpp (protocol endpoints),
+// server_generate.cpp (generation: bonfire's and the OpenAI-compatible one)
+// and server_web.cpp (static files: the page, the lend page, the browser
+// worker's WebAssembly build).
 #pragma once
 #include <array>
 #include <atomic>
@@ -41,6 +43,7 @@ struct ServeOptions {
   int64_t local_worker_memory = 0;
   std::string web_dir;                   // static files for GET / ("": found by find_web_dir)
   std::string source_web_dir;            // the source tree's web/, the last place find_web_dir looks
+  std::string wasm_dir;                  // the browser worker's build for GET /wasm/ ("": find_wasm_dir)
   std::string tls_cert, tls_key;         // PEM files: HTTPS and wss:// on the port (both or neither)
   bool quiet = false;
 };
@@ -60,6 +63,11 @@ class Server {
   // `source_web_dir` (the build's source tree) that holds index.html; ""
   // when none does.
   static std::string find_web_dir(const std::string& source_web_dir);
+  // Where GET /wasm/NAME serves from when no --wasm-dir is given: the first
+  // of <dir of the executable>/wasm and <dir of the executable>/../wasm
+  // that holds bonfire-worker.wasm (scripts/build_wasm.sh puts it in
+  // build/wasm); "" when none does.
+  static std::string find_wasm_dir();
 
  private:
   // A generation running now, as the web page shows it: its model, where
@@ -99,6 +107,7 @@ class Server {
   void generate(const HttpRequest& req, HttpResponder& res);
   void openai(const HttpRequest& req, HttpResponder& res, bool chat);
   void web(const HttpRequest& req, HttpResponder& res);
+  void wasm(const HttpRequest& req, HttpResponder& res);
   std::string metrics_text() const;
   nlohmann::json stats_json() const;
   double tokens_per_second() const;  // over the last kRateWindow buckets; needs live_mu_
