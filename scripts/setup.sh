@@ -10,6 +10,7 @@ BUILD_PKGS=(
   libhwy-dev libopenblas-dev
   libpcre2-dev libutf8proc-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+  emscripten  # the browser worker (scripts/build_wasm.sh), served at /lend
 )
 # Only the golden generators need these; CI reads the committed goldens.
 # (python3-numpy above is for scripts/write_test_model.py, which tests run.)

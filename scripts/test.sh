@@ -11,6 +11,7 @@ scripts/fetch_node_clients.sh # the OpenAI client the network tests drive /v1 wi
 scripts/fetch_web_test_deps.sh # playwright-core, which drives chromium in the web page's browser test
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
+scripts/build_wasm.sh         # the browser worker, for the lent-tab test (web.lend)
 # The libFuzzer targets (docs/FUZZING.md): a Clang build of the parsers under
 # ASan + UBSan in build-fuzz, then each target a short run over its committed
 # corpus (tests/fuzz/corpus/), and the parsers' unit tests under the same

@@ -96,7 +96,10 @@ function connect() {
   }
   socket.binaryType = 'arraybuffer';
   ws = socket;
-  socket.onopen = () => self.Module._bf_link_opened();
+  socket.onopen = () => {
+    log('connected to ' + opts.url);
+    self.Module._bf_link_opened();
+  };
   socket.onmessage = (e) => {
     if (!(e.data instanceof ArrayBuffer)) return;
     const bytes = new Uint8Array(e.data);

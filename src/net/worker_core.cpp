@@ -280,8 +280,10 @@ struct WorkerCore::Impl {
         throw Error(ErrorCode::BadGraph, "unknown message type \"" + type.substr(0, 32) + "\"");
       }
     } catch (const Error& e) {
+      if (type == "load_model") log(std::string("did not load the model: ") + e.what());
       if (!req.is_null()) reply_error(req, e);
     } catch (const std::exception& e) {
+      if (type == "load_model") log(std::string("did not load the model: ") + e.what());
       if (!req.is_null()) reply_error(req, Error(ErrorCode::Internal, e.what()));
     }
   }
