@@ -42,9 +42,9 @@ const STATES = {
 const page = {
   features: null,     // detect()
   worker: null,       // the running Web Worker, or null
+  starting: false,    // between Start and the worker's creation
   state: 'checking',
   models: [],         // GET /api/v3/models when the coordinator lets us read it: [{id, bytes}]
-  settings: null,     // what the running worker was started with
   silence: 0,         // timer: no message from the worker since start
   stopTimer: 0,
 };
@@ -128,7 +128,7 @@ function setState(state, message = '') {
   $('status').dataset.state = dot;
   $('status-text').textContent = title.toLowerCase();
   document.title = `bonfire · ${title.toLowerCase()}`;
-  const running = !!page.worker;
+  const running = !!page.worker || page.starting;
   $('start').hidden = running;
   $('stop').hidden = !running;
   $('start').disabled = state === 'unsupported';
@@ -197,13 +197,16 @@ function workerUrl() {
 }
 
 async function start() {
-  if (page.worker || page.state === 'unsupported') return;
+  if (page.worker || page.starting || page.state === 'unsupported') return;
   const s = readSettings();
-  page.settings = s;
+  // Said at once: the state shown must never be the last attempt's.
+  page.starting = true;
+  setState('loading', 'starting');
   const notes = [];
   if (!page.features.isolated) notes.push('single thread: this page is not cross-origin isolated, so the browser ' +
     'gives it no SharedArrayBuffer (is a proxy dropping the Cross-Origin-Opener-Policy/-Embedder-Policy headers?).');
   await loadModels();
+  page.starting = false;
   const warning = memoryWarning(s.memoryMiB);
   if (warning) {
     notes.push(warning);

@@ -128,8 +128,8 @@ async function stopChecked(child) {
 
 // ---- the parts ----
 
-// a: the tab joins and is listed as a browser worker.
-async function partJoin(serve, page) {
+// a: the tab joins and is listed as a browser worker, on the coordinator's page too.
+async function partJoin(serve, context, page) {
   const tab = await joinedTab(serve, page);
   checkEqual(tab.kind, 'browser', `/api/v3/workers: "kind" of tab ${tab.id}`);
   checkEqual(tab.threads, THREADS, `/api/v3/workers: threads of tab ${tab.id}`);
@@ -137,6 +137,14 @@ async function partJoin(serve, page) {
   const text = await pageText(page);
   check(text.includes('Lending this tab') && text.includes(tab.id), `the page does not say it lends as ${tab.id}:\n${text}`);
   await waitFor(async () => (await page.innerText('#models')).includes('demo'), 10000, 'the page to show model demo');
+  const coordinatorPage = await context.newPage();
+  await coordinatorPage.goto(`${serve.url}/?token=${TOKEN}`, { waitUntil: 'load' });
+  checkEqual(await coordinatorPage.getAttribute('#lend-link', 'href'), `/lend?token=${TOKEN}`, 'a. the "Lend this tab" link');
+  const card = coordinatorPage.locator(`[data-worker-id="${tab.id}"]`);
+  await card.waitFor({ timeout: 15000 });
+  checkEqual(await card.getAttribute('data-kind'), 'browser', `a. the coordinator page's card of ${tab.id}`);
+  check((await card.innerText()).includes('browser tab'), `a. the card of ${tab.id}: ${await card.innerText()}`);
+  await coordinatorPage.close();
   log(`a. tab ${tab.id} joined as a browser worker (${tab.threads} threads, simd ${tab.simd}, ` +
       `${(tab.memory / 1048576).toFixed(0)} MiB)`);
   return tab.id;
@@ -310,7 +318,7 @@ await main('web lend', async () => {
   try {
     const context = await newContext(browser, blocked);
     const page = await openLend(context, serve.url, `token=${TOKEN}&threads=${THREADS}`, errors);
-    const tabId = await partJoin(serve, page);
+    const tabId = await partJoin(serve, context, page);
     await partGenerate(serve, tabId);
     const tabRate = await decodeSpeed(serve);
     await partPipeline(context, errors);
@@ -324,8 +332,8 @@ await main('web lend', async () => {
         `${nativeRate.toFixed(1)} tok/s: the tab runs at ${(tabRate / nativeRate).toFixed(2)}x native`);
 
     await partWrongToken(serve, context, errors);
-    await partNotIsolated(serve, browser, errors, blocked);
     await partSmallMemory(browser, errors, blocked);
+    await partNotIsolated(serve, browser, errors, blocked);
     await stopChecked(native);
     check(errors.length === 0, `errors in the lend page: ${errors.join('; ')}`);
     check(blocked.length === 0, `the lend page asked for something not on loopback: ${blocked.join(', ')}`);
