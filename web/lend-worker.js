@@ -4,9 +4,9 @@
 // checked by SHA-256 and kept in the Cache API, and reports to the page.
 //
 // Page → here: {cmd:'start', url, token, memory, threads, id}, {cmd:'stop'},
-//              {cmd:'visible', visible}
+//              {cmd:'visible', visible}, {cmd:'profile', on} (for tuning)
 // Here → page: {type:'state', state, message}, {type:'stats', stats},
-//              {type:'log', text}
+//              {type:'log', text}, {type:'profile', report}
 // States: loading, connecting, joined, refused, disconnected, error, stopped.
 'use strict';
 
@@ -46,6 +46,7 @@ self.onmessage = (e) => {
   const m = e.data || {};
   if (m.cmd === 'start') start(m);
   else if (m.cmd === 'stop') stop();
+  else if (m.cmd === 'profile' && ready) profile(m.on);
   else if (m.cmd === 'visible' && m.visible && ready && !ws && !stopped && !refused) connect();
 };
 
@@ -223,6 +224,14 @@ async function bfFetch(id, text) {
   fetching = null;
   const p = cString(error);
   self.Module._bf_fetched(id, p);
+  self.Module._free(p);
+}
+
+// {cmd:'profile', on} → {type:'profile', report}: the per-op table since the
+// last call (graph/profile.h), for tuning; on starts a fresh one.
+function profile(on) {
+  const p = self.Module._bf_profile(on ? 1 : 0);
+  post('profile', { report: self.Module.UTF8ToString(p) });
   self.Module._free(p);
 }
 

@@ -104,6 +104,14 @@ function blockers(f) {
   if (!f.wasm) out.push('This browser has no WebAssembly, which the worker is built as. Try a current Chrome, Edge, Firefox or Safari.');
   else if (!f.simd) out.push('This browser\'s WebAssembly has no SIMD, which the worker\'s kernels need. Update the browser (Chrome 91+, Firefox 89+, Safari 16.4+).');
   if (!f.worker) out.push('This browser has no Web Workers to run the worker in.');
+  // The worker's memory is a SharedArrayBuffer even at one thread (it is
+  // built with threads), so without isolation it cannot start at all.
+  if (f.wasm && !f.isolated) {
+    out.push('This page is not cross-origin isolated, so the browser gives it no SharedArrayBuffer, which the ' +
+             'worker\'s memory and threads are built on. The coordinator sends the Cross-Origin-Opener-Policy and ' +
+             'Cross-Origin-Embedder-Policy headers that grant it: something between it and this browser (a proxy?) ' +
+             'dropped them, or this browser does not support them.');
+  }
   if (!f.secure) {
     out.push(`This page is not a secure context (${location.origin}), so the browser withholds what the worker needs ` +
              'to check model files (crypto.subtle) and keep them (the Cache API). Serve the coordinator over ' +
@@ -203,8 +211,6 @@ async function start() {
   page.starting = true;
   setState('loading', 'starting');
   const notes = [];
-  if (!page.features.isolated) notes.push('single thread: this page is not cross-origin isolated, so the browser ' +
-    'gives it no SharedArrayBuffer (is a proxy dropping the Cross-Origin-Opener-Policy/-Embedder-Policy headers?).');
   await loadModels();
   page.starting = false;
   const warning = memoryWarning(s.memoryMiB);

@@ -2,11 +2,15 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
-#ifndef __EMSCRIPTEN__
+#ifdef __EMSCRIPTEN__
+#include <emscripten/threading.h>
+#else
 #include <sys/syscall.h>
 #endif
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,6 +48,20 @@ bool spin_until(Ready ready, int spin_us) {
     if (Clock::now() >= deadline) return false;
   }
 }
+
+// Sleep until `a` no longer holds `seen`, and wake such sleepers. C++20's
+// atomic wait is a futex on Linux; emscripten's libc++ implements it by
+// polling with growing sleeps, which cost the browser worker milliseconds a
+// step, so there it is Atomics.wait/notify directly.
+#ifdef __EMSCRIPTEN__
+void wait_while(std::atomic<uint32_t>& a, uint32_t seen) {
+  emscripten_futex_wait(reinterpret_cast<volatile void*>(&a), seen, INFINITY);
+}
+void wake_all(std::atomic<uint32_t>& a) { emscripten_futex_wake(reinterpret_cast<volatile void*>(&a), INT_MAX); }
+#else
+void wait_while(std::atomic<uint32_t>& a, uint32_t seen) { a.wait(seen); }
+void wake_all(std::atomic<uint32_t>& a) { a.notify_all(); }
+#endif
 
 constexpr uint64_t kMaxChunks = 0xFFFF;
 
@@ -87,7 +105,7 @@ ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   epoch_.fetch_add(1);
-  epoch_.notify_all();
+  wake_all(epoch_);
   for (auto& t : helpers_) t.join();
 }
 
@@ -103,7 +121,7 @@ void ThreadPool::helper_main(int index) {
       // Announce the sleep before re-checking, so a job published in between
       // either is seen here or sees this sleeper and wakes it.
       sleepers_.fetch_add(1);
-      while (epoch_.load() == seen) epoch_.wait(seen);
+      while (epoch_.load() == seen) wait_while(epoch_, seen);
       sleepers_.fetch_sub(1);
     }
     seen = epoch_.load(std::memory_order_acquire);
@@ -132,7 +150,7 @@ void ThreadPool::run_chunk(int64_t chunk) {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
   }
-  if (pending_.fetch_sub(1) == 1 && caller_asleep_.load()) pending_.notify_one();
+  if (pending_.fetch_sub(1) == 1 && caller_asleep_.load()) wake_all(pending_);
 }
 
 void ThreadPool::work(uint32_t epoch) {
@@ -157,7 +175,7 @@ void ThreadPool::run(int64_t chunks, int width, const std::function<void(int64_t
     const uint32_t epoch = epoch_.load() + 1;
     ticket_.store(pack(epoch, 0, static_cast<uint64_t>(count)), std::memory_order_release);
     epoch_.store(epoch);
-    if (sleepers_.load() > 0) epoch_.notify_all();
+    if (sleepers_.load() > 0) wake_all(epoch_);
 
     t_in_job = true;
     work(epoch);
@@ -166,7 +184,7 @@ void ThreadPool::run(int64_t chunks, int width, const std::function<void(int64_t
     // finishes (a descheduled helper may take milliseconds).
     if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, spin_us_)) {
       caller_asleep_.store(true);
-      for (uint32_t p; (p = pending_.load()) != 0;) pending_.wait(p);
+      for (uint32_t p; (p = pending_.load()) != 0;) wait_while(pending_, p);
       caller_asleep_.store(false);
     }
     fn_ = nullptr;

@@ -113,6 +113,11 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
     throw Error(ErrorCode::BadGraph, msg);
   }
   unpack_small_weights(m->ir_, m->weights_);
+  if (options.widen_half)
+    for (const std::string& name : m->weights_.names()) {
+      const Tensor* t = m->weights_.find(name);
+      if (t->dtype == DType::F16 || t->dtype == DType::BF16) m->weights_.put(name, to_f32(*t), "widened to f32");
+    }
   const int64_t model_ctx = m->ir_["model"]["ctx"].get<int64_t>();
   m->ctx_ = std::min(model_ctx, options.ctx > 0 ? options.ctx : model_ctx);
   // Stop ids: generation_config.json's eos (a list or one id), else the config's.

@@ -82,6 +82,10 @@ class LocalModel {
     int64_t ctx = 4096;        // the session's context, capped at the model's
     std::string ir_file;       // a document to use instead of the model's
     bool tokenizer = true;     // false: graphs only (a worker); text calls throw
+    // f16/bf16 weights widened to f32 at load: twice the memory, for a
+    // machine without a half-precision conversion instruction (WebAssembly),
+    // where the products then run several times faster.
+    bool widen_half = false;
   };
   // Opens the files, checks the IR (schema and rules) against the weights.
   // Throws Error naming what is wrong.

@@ -210,11 +210,28 @@ struct WorkerCore::Impl {
                                                           " bytes, a quarter of its memory); try another worker"));
         return;
       }
+      Lane& lane = lane_for(m);
+      if (opt.inline_steps && &lane == &steps) return run_step_inline(m);
       queued_bytes += bytes;
       std::lock_guard<std::mutex> lock(mu);
-      lane_for(m).queue.push_back(std::move(m));
+      lane.queue.push_back(std::move(m));
       cv.notify_all();
     }
+  }
+
+  // WorkerCoreOptions::inline_steps: the step runs here, on the link's
+  // thread, and its answer leaves at once.
+  void run_step_inline(Message& m) {
+    Int8Scope int8;  // as on the steps lane
+    handle(m);
+    count_served(m);
+  }
+
+  void count_served(const Message& m) {
+    if (m.type() != "run") return;
+    std::lock_guard<std::mutex> lock(mu);
+    ++steps_served;
+    served.push_back(Clock::now());
   }
 
   void lane_loop(Lane& lane) {
@@ -241,12 +258,11 @@ struct WorkerCore::Impl {
       adapt_to_machine_load();  // background mode: threads follow the volunteer's other load
       handle(m);
       queued_bytes -= bytes;
-      std::lock_guard<std::mutex> lock(mu);
-      lane.busy = false;
-      if (&lane == &steps && m.type() == "run") {
-        ++steps_served;
-        served.push_back(Clock::now());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        lane.busy = false;
       }
+      if (&lane == &steps) count_served(m);
     }
   }
 
@@ -450,6 +466,9 @@ struct WorkerCore::Impl {
     held.path = path;
     ir::LocalModel::Options o;
     o.tokenizer = false;  // the coordinator tokenizes; a worker runs graphs
+    int64_t bytes = 0;
+    for (const auto& f : fingerprint.files) bytes += f.bytes;
+    o.widen_half = bytes > 0 && bytes <= opt.widen_half_max;
     held.model = ir::LocalModel::open(path, o);
     log("holds " + fingerprint.id + " (" + fingerprint.hash.substr(0, 12) + ")");
     std::lock_guard<std::mutex> lock(models_mu);

@@ -5,8 +5,8 @@
 // way, so a tab is an ordinary worker to the coordinator.
 //
 // Promises:
-// - on_message() never blocks on work: pings are answered at once, the rest
-//   is queued on a lane, each lane run in order on its own thread:
+// - on_message() never blocks on work (but see inline_steps): pings are
+//   answered at once, the rest is queued on a lane, each lane run in order on its own thread:
 //   generation steps, clients' own graphs ("lane": "graph") and model loads,
 //   so a long client graph or a download never holds a generation up.
 // - The worker's own limits apply whatever the coordinator asks: `memory`
@@ -34,11 +34,16 @@ struct WorkerCoreOptions {
   std::string kind = "native";       // "browser" for a lent tab (hello "kind")
   int64_t memory = int64_t(4) << 30; // bytes this worker lends
   int64_t model_bytes_max = 0;       // largest model it accepts (0: 4 × memory, the files are mapped)
+  int64_t widen_half_max = 0;        // f16/bf16 weights of models up to this size go to f32 (LocalModel::Options)
   std::set<std::string> disabled_features;  // run as a worker without these
   std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
   double call_max_s = 600;           // no call runs longer, whatever the coordinator asks
   double session_ttl_s = 1800;       // idle sessions are freed after this
   bool fetch_models = true;          // accept models from the coordinator
+  // Generation steps run on the thread that calls on_message instead of a
+  // lane: the browser worker, whose every hop between threads is a message
+  // through the browser's event loop (pings wait while a step runs).
+  bool inline_steps = false;
   bool quiet = false;
   std::string fault;        // a test aid: "lie=P" (net/worker_fault.h)
   uint64_t fault_seed = 0;  // the fault's coin; 0 draws one

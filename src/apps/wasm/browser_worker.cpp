@@ -11,20 +11,24 @@
 //     bf_link_closed()              queued work dropped; sessions and models stay
 //     bf_fetched(id, error)         a model fetch asked for below finished
 //     bf_stats() → JSON             for the page (JS frees it)
+//     bf_profile(on) → text         per-op timings, for tuning (JS frees it)
 //   C++ → JS (queued to the Web Worker's thread from any thread)
 //     Module.bfSend(ptr, n)         a frame to send (JS copies it, then frees)
 //     Module.bfFetch(id, JSON)      fetch and verify these files into MEMFS
 //     Module.bfRefused(why, retry)  the coordinator refused the hello
 //     Module.bfLog(text)
 //
-// Work runs on the core's lanes (pthreads) and the compute pool (pthreads
-// with SharedArrayBuffer; one thread without), so the Web Worker's thread is
-// always free to answer pings and to move frames.
+// Generation steps run on the Web Worker's own thread (inline_steps), helped
+// by the compute pool's pthreads: a hop to another thread and back would be
+// two trips through the event loop per token. Model loads and clients' own
+// graphs run on the core's lanes (pthreads), so a download or a long graph
+// leaves the thread free.
 #include <emscripten.h>
 #include <emscripten/heap.h>
 #include <emscripten/threading.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +40,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/threads.h"
+#include "graph/profile.h"
 #include "net/frame.h"
 #include "net/worker_core.h"
 
@@ -46,6 +51,14 @@ namespace {
 
 std::unique_ptr<WorkerCore> g_core;
 Limits g_frame_limits;
+
+// Time spent on frames from the coordinator (bf_profile): decoding them,
+// and handling them (a step runs inside, inline_steps).
+struct FrameTimes {
+  int64_t frames = 0;
+  double decode_ms = 0, handle_ms = 0;
+};
+FrameTimes g_frame_times;
 
 // Fetches waiting for the page: id → outcome.
 struct PendingFetch {
@@ -123,6 +136,11 @@ EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
     // The weights are copied into the WebAssembly heap: a model must fit the
     // memory the volunteer set, beside the sessions' share.
     c.model_bytes_max = c.memory * 3 / 4;
+    // WebAssembly has no f16 conversion instruction: half-precision weights
+    // are widened to f32 at load when twice their size still fits.
+    c.widen_half_max = c.model_bytes_max / 2;
+    // A step's answer then leaves without two hops through the event loop.
+    c.inline_steps = true;
     set_num_threads(std::max(1, o.value("threads", 1)));
     WorkerCore::Hooks h;
     h.fetch_model = fetch_model;
@@ -158,7 +176,13 @@ EMSCRIPTEN_KEEPALIVE int bf_receive(char* bytes, int n) {
   std::unique_ptr<char, decltype(&std::free)> own(bytes, std::free);
   if (!g_core) return 1;
   try {
-    g_core->on_message(decode_message(std::string_view(bytes, static_cast<size_t>(n)), g_frame_limits));
+    const double t0 = emscripten_get_now();
+    Message m = decode_message(std::string_view(bytes, static_cast<size_t>(n)), g_frame_limits);
+    const double t1 = emscripten_get_now();
+    g_core->on_message(std::move(m));
+    ++g_frame_times.frames;
+    g_frame_times.decode_ms += t1 - t0;
+    g_frame_times.handle_ms += emscripten_get_now() - t1;
     return 0;
   } catch (const std::exception& e) {
     to_js_log(std::string("garbage from the coordinator: ") + e.what());
@@ -181,6 +205,21 @@ EMSCRIPTEN_KEEPALIVE char* bf_stats() {
   json s = g_core->stats();
   s["memory"]["heap"] = static_cast<int64_t>(emscripten_get_heap_size());
   return js_owned(s.dump());
+}
+
+// Per-op timings (graph/profile.h) for whoever tunes the browser worker:
+// on = 1 starts recording afresh, 0 stops; returns the table so far (JS frees it).
+EMSCRIPTEN_KEEPALIVE char* bf_profile(int on) {
+  const FrameTimes& f = g_frame_times;
+  char line[160];
+  std::snprintf(line, sizeof line, "frames from the coordinator: %lld, %.3f ms decoding and %.3f ms handling each\n",
+                static_cast<long long>(f.frames), f.frames ? f.decode_ms / f.frames : 0.0,
+                f.frames ? f.handle_ms / f.frames : 0.0);
+  const std::string report = line + profile_report();
+  g_frame_times = {};
+  profile_reset();
+  set_profiling(on != 0);
+  return js_owned(report);
 }
 
 EMSCRIPTEN_KEEPALIVE void bf_stop() {
