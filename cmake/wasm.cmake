@@ -23,13 +23,7 @@ foreach(h nlohmann hwy valijson pcre2.h utf8proc.h)
   file(CREATE_LINK /usr/include/${h} ${WASM_INCLUDE}/${h} SYMBOLIC)
 endforeach()
 
-set(SPEC_CPP ${CMAKE_BINARY_DIR}/generated/spec_data.cpp)
-add_custom_command(
-  OUTPUT ${SPEC_CPP}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${SPEC_CPP} -DSPEC_DIR=${CMAKE_SOURCE_DIR}/spec
-          -P ${CMAKE_SOURCE_DIR}/cmake/embed_spec.cmake
-  DEPENDS ${CMAKE_SOURCE_DIR}/spec/ops-v3.json ${CMAKE_SOURCE_DIR}/spec/ir.schema.json
-          ${CMAKE_SOURCE_DIR}/spec/kernels/qmoe.json ${CMAKE_SOURCE_DIR}/cmake/embed_spec.cmake)
+include(cmake/spec_source.cmake)
 
 file(GLOB WASM_SRC CONFIGURE_DEPENDS
      src/spec/*.cpp src/core/*.cpp src/ops/*.cpp src/graph/*.cpp src/kernels/*.cpp src/kernels/*/*.cpp

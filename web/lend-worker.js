@@ -73,7 +73,8 @@ function start(m) {
 }
 
 function begin() {
-  const o = JSON.stringify({ token: opts.token || '', id: opts.id || '', memory: opts.memory, threads: opts.threads });
+  const o = JSON.stringify({ token: opts.token || '', id: opts.id || '', memory: opts.memory, threads: opts.threads,
+                             coordinator: opts.url });
   const p = cString(o);
   const rc = self.Module._bf_start(p);
   self.Module._free(p);

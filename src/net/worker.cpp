@@ -55,6 +55,7 @@ struct Worker::Impl {
     WorkerCoreOptions c;
     c.token = opt.token;
     c.id = opt.id;
+    c.coordinator = url.base();
     c.memory = opt.memory;
     c.disabled_features = opt.disabled_features;
     c.local_secret = opt.local_secret;

@@ -195,7 +195,7 @@ struct WorkerCore::Impl {
       }
       const json f = m.header.value("maxFrameBytes", json());
       if (f.is_number_integer() && f.get<int64_t>() > kOutputSlack) coordinator_frame = f.get<int64_t>();
-      log("joined as " + m.header.value("id", std::string()));
+      log("joined " + opt.coordinator + " as " + m.header.value("id", std::string()));
     } else if (type == "refused") {
       const bool retry = m.header.value("retry", false);
       const std::string why = m.header.value("error", std::string("no reason given"));

@@ -32,6 +32,7 @@ struct WorkerCoreOptions {
   std::string token;                 // the network's shared secret
   std::string id;                    // "" lets the coordinator name it
   std::string kind = "native";       // "browser" for a lent tab (hello "kind")
+  std::string coordinator;           // its address, for the log
   int64_t memory = int64_t(4) << 30; // bytes this worker lends
   int64_t model_bytes_max = 0;       // largest model it accepts (0: 4 × memory, the files are mapped)
   int64_t widen_half_max = 0;        // f16/bf16 weights of models up to this size go to f32 (LocalModel::Options)

@@ -14,7 +14,10 @@
 //  e. decode tokens/s of the tab and of a native worker with as many
 //     threads, printed with their ratio (not asserted);
 //  f. a wrong token, a memory limit below the model, and a page that is
-//     not cross-origin isolated (which cannot lend) each say so on the page.
+//     not cross-origin isolated (which cannot lend) each say so on the page;
+//  g. a tab frozen mid-generation (as a background tab may be) with a native
+//     worker standing by: the generation fails over with unchanged tokens,
+//     and the thawed tab is joined again.
 // Every request stays on loopback; anything else fails the test.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -233,6 +236,49 @@ async function partFailover(serve, page, tabId, standby) {
   log(`d. ${done.tokens.length} tokens unchanged after the tab closed; finished on ${done.workers}`);
 }
 
+// g: a tab the browser freezes (as it may a background tab) mid-generation,
+// with a native worker standing by: the tokens are unchanged whether the
+// browser keeps the page's Web Worker running (Chromium does: the tab goes
+// on serving) or stalls it (the step times out after --step-timeout and
+// the generation fails over); thawed, the tab is joined.
+async function partFrozen(browser, errors, blocked) {
+  const serve = await startServe(['--no-local-worker', '--model', DEMO, '--token', TOKEN, '--step-timeout', '2',
+                                  ...wasmArgs()], { name: 'serve (frozen tab)' });
+  const context = await newContext(browser, blocked);
+  const page = await openLend(context, serve.url, `token=${TOKEN}&threads=${THREADS}`, errors);
+  const tab = await joinedTab(serve, page);
+  const standby = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', '--token', TOKEN,
+                                          '--threads', String(THREADS)]);
+  await waitWorkers(serve, 2, { ids: [tab.id, 'zz-standby'], model: 'demo' });
+  const cdp = await context.newCDPSession(page);
+  const body = { model: 'demo', prompt: PROMPT, maxTokens: 200, temperature: 0.7, seed: 5 };
+  const want = reference(body);
+  let frozenAt = 0;
+  const events = await streamGenerate(serve.url, body, {
+    onEvent: async (e, i) => {
+      if (i !== 3) return;
+      const running = (await workers(serve.url)).filter((w) => (w.stages || []).length).map((w) => w.id);
+      checkEqual(running, [tab.id], 'g. the workers running the generation before the tab is frozen');
+      await cdp.send('Page.setWebLifecycleState', { state: 'frozen' });
+      frozenAt = i + 1;
+      log(`g. froze the tab after ${frozenAt} tokens`);
+    },
+  });
+  const done = checkStream(events, 'g. the generation whose tab froze');
+  sameGeneration(done, want, 'g. the generation whose tab froze');
+  check(frozenAt, 'g. the generation ended before the tab froze');
+  const finishedOn = done.workers.map((w) => w.split(':')[0]);
+  checkEqual(finishedOn, [done.failovers ? 'zz-standby' : tab.id], `g. the final placement (${done.failovers} failovers)`);
+  await cdp.send('Page.setWebLifecycleState', { state: 'active' });
+  const back = await joinedTab(serve, page);
+  log(`g. ${done.tokens.length} tokens unchanged after the page froze at token ${frozenAt}: ` +
+      (done.failovers ? `the step timed out and ${done.failovers} failover moved it to zz-standby`
+                      : `its Web Worker went on serving`) + `; thawed, the tab is joined as ${back.id}`);
+  await context.close();
+  await stopChecked(standby);
+  await stopChecked(serve);
+}
+
 // e: decode speed of whatever worker serves `serve` alone now.
 async function decodeSpeed(serve) {
   const body = { model: 'demo', prompt: PROMPT, maxTokens: 128, temperature: 0 };
@@ -340,6 +386,7 @@ await main('web lend', async () => {
     await partWrongToken(serve, context, errors);
     await partSmallMemory(browser, errors, blocked);
     await partNotIsolated(serve, browser, errors, blocked);
+    await partFrozen(browser, errors, blocked);
     await stopChecked(native);
     check(errors.length === 0, `errors in the lend page: ${errors.join('; ')}`);
     check(blocked.length === 0, `the lend page asked for something not on loopback: ${blocked.join(', ')}`);

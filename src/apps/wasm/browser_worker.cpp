@@ -123,7 +123,7 @@ std::pair<std::string, ModelFingerprint> fetch_model(const ModelFetch& f) {
 
 extern "C" {
 
-// Options: {"token", "id", "memory" (bytes), "threads"}. Returns 0, or 1 with
+// Options: {"token", "id", "memory" (bytes), "threads", "coordinator" (for the log)}. Returns 0, or 1 with
 // the reason logged.
 EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
   try {
@@ -132,6 +132,7 @@ EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
     c.kind = "browser";
     c.token = o.value("token", "");
     c.id = o.value("id", "");
+    c.coordinator = o.value("coordinator", "");
     c.memory = std::max<int64_t>(o.value("memory", int64_t(1) << 30), 16 << 20);
     // The weights are copied into the WebAssembly heap: a model must fit the
     // memory the volunteer set, beside the sessions' share.
