@@ -301,6 +301,8 @@ struct WorkerCore::Impl {
     } catch (const std::exception& e) {
       if (type == "load_model") log(std::string("did not load the model: ") + e.what());
       if (!req.is_null()) reply_error(req, Error(ErrorCode::Internal, e.what()));
+    } catch (...) {  // nothing may end a lane's thread
+      if (!req.is_null()) reply_error(req, Error(ErrorCode::Internal, "an unknown failure in \"" + type + "\""));
     }
   }
 
