@@ -216,7 +216,9 @@ async function bfFetch(id, text) {
     self.Module.FS.mkdirTree(req.dir);
     for (const f of req.files) {
       const buf = await fetchFile(cache, req, f);
-      self.Module.FS.writeFile(`${req.dir}/${f.name}`, new Uint8Array(buf));
+      // canOwn: the file system keeps this buffer instead of a copy (a
+      // large model would otherwise sit in the tab's memory twice).
+      self.Module.FS.writeFile(`${req.dir}/${f.name}`, new Uint8Array(buf), { canOwn: true });
     }
   } catch (err) {
     error = err.message || String(err);
