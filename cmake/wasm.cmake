@@ -29,7 +29,7 @@ file(GLOB WASM_SRC CONFIGURE_DEPENDS
      src/spec/*.cpp src/core/*.cpp src/ops/*.cpp src/graph/*.cpp src/kernels/*.cpp src/kernels/*/*.cpp
      src/model/*.cpp src/model/*/*.cpp src/ir/*.cpp src/ir/*/*.cpp src/apps/wasm/*.cpp)
 list(APPEND WASM_SRC src/net/frame.cpp src/net/worker_core.cpp src/net/worker_fault.cpp
-     src/net/model_fingerprint.cpp ${SPEC_CPP})
+     src/net/model_fingerprint.cpp ${SPEC_CPP} ${WGSL_CPP})
 
 set(WASM_FLAGS -pthread -msimd128 -fwasm-exceptions)
 add_executable(bonfire-worker ${WASM_SRC})

@@ -13,9 +13,11 @@
 #include "kernels/case_dir.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "kernels/gpu_plan.h"
 #include "kernels/package.h"
 #include "kernels/runtime.h"
 #include "kernels/select.h"
+#include "model/wgsl_renderer.h"
 
 namespace bonfire {
 
@@ -25,7 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Options {
-  std::string package, shapes, attrs = "{}", dtypes, device, case_dir;
+  std::string package, shapes, attrs = "{}", dtypes, device, case_dir, variant;
 };
 
 // Inline JSON, or @FILE.
@@ -136,6 +138,46 @@ int run_command(const Options& o) {
   return failed ? 1 : status;
 }
 
+// The call of a plan: a case directory's, or --shapes/--attrs/--dtypes.
+kernels::Problem plan_problem(const Options& o) {
+  if (o.case_dir.empty()) return problem_of_args(o);
+  kernels::CaseDir c = kernels::load_case(o.case_dir);
+  kernels::Problem p;
+  p.attrs = c.attrs;
+  for (const auto& [role, b] : c.inputs) {
+    p.shapes[role] = b.shape;
+    p.dtypes[role] = b.dtype;
+  }
+  return p;
+}
+
+int plan_command(const Options& o) {
+  int status = 1;
+  const int failed = guarded([&] {
+    const kernels::Package pkg = kernels::load_package(o.package);
+    const kernels::Device device = device_of(o);
+    const kernels::Bound bound = kernels::check_problem(pkg, plan_problem(o), device);
+    const kernels::Selection s = kernels::select_variant(pkg, bound, device);
+    int index = s.chosen;
+    if (!o.variant.empty()) {
+      index = -1;
+      for (size_t i = 0; i < s.variants.size(); ++i)
+        if (s.variants[i].id == o.variant) index = (int)i;
+      if (index < 0) throw Error(ErrorCode::BadGraph, "--variant " + o.variant + ": " + pkg.name + " has no such variant");
+      if (!s.variants[index].failed.is_null())
+        throw Error(ErrorCode::UnsupportedFeature, "--variant " + o.variant + " does not apply on " + device.name +
+                                                       ": " + s.variants[index].failed.dump());
+    }
+    if (index < 0)
+      throw Error(ErrorCode::UnsupportedFeature,
+                  "no variant of " + pkg.name + " applies on " + device.name + ": " + s.explain()["variants"].dump());
+    const kernels::GpuPlan plan = kernels::plan_gpu(pkg, bound, device, index, render_wgsl);
+    std::cout << plan.to_json().dump() << "\n";
+    status = 0;
+  });
+  return failed ? 1 : status;
+}
+
 }  // namespace
 
 std::function<int()> add_kernel_commands(CLI::App& app) {
@@ -156,11 +198,28 @@ std::function<int()> add_kernel_commands(CLI::App& app) {
   run->add_option("--device", o->device, "device file (default: the CPU worker, devices/cpu.json)");
   add_compute_options(*run, false);
 
+  auto* plan = kernel->add_subcommand(
+      "plan", "the WebGPU plan of a call: buffers, rendered WGSL, dispatches (kernels/gpu_plan.h), as JSON");
+  plan->add_option("package", o->package, "the package")->required();
+  plan->add_option("--case", o->case_dir, "a case directory whose call is planned (instead of --shapes)");
+  plan->add_option("--shapes", o->shapes, "JSON (or @FILE): shapes by role");
+  plan->add_option("--attrs", o->attrs, "JSON (or @FILE): attributes");
+  plan->add_option("--dtypes", o->dtypes, "JSON (or @FILE): dtypes by role");
+  plan->add_option("--device", o->device, "device file (a GPU's, e.g. tests/kernels/devices/swiftshader.json)");
+  plan->add_option("--variant", o->variant, "plan this variant (it must apply) instead of the chosen one");
+
   auto* device = kernel->add_subcommand("device", "print a device as packages see it (default: the CPU worker)");
   device->add_option("--device", o->device, "device file");
 
-  return [o, kernel, select, run, device]() -> int {
+  return [o, kernel, select, run, plan, device]() -> int {
     if (!*kernel) return -1;
+    if (*plan) {
+      if (o->case_dir.empty() == o->shapes.empty()) {
+        std::cerr << "kernel plan: give --case DIR or --shapes JSON (one of them)\n";
+        return 2;
+      }
+      return plan_command(*o);
+    }
     if (*select) return select_command(*o);
     if (*run) return run_command(*o);
     if (*device)

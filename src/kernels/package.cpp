@@ -127,9 +127,12 @@ class Loader {
     }
     if (d.contains("workgroupSize")) s.workgroup_size = expr(d["workgroupSize"], key(dp, "workgroupSize"));
     if (j.contains("bindings")) {
-      const std::string b = string(j["bindings"], key(path, "bindings"));
-      if (!p.binding_sets.count(b)) fail(key(path, "bindings"), "no bindingSet \"" + b + "\"");
+      s.bindings = string(j["bindings"], key(path, "bindings"));
+      if (!p.binding_sets.count(s.bindings)) fail(key(path, "bindings"), "no bindingSet \"" + s.bindings + "\"");
     }
+    if (j.contains("shader")) s.shader = string(j["shader"], key(path, "shader"));
+    if (j.contains("source") && j["source"].contains("shader"))
+      s.shader = string(j["source"]["shader"], key(key(path, "source"), "shader"));
     if (j.contains("source") && j["source"].contains("inputs")) {
       const std::string sp = key(key(path, "source"), "inputs");
       for (const auto& [k, v] : object(j["source"]["inputs"], sp).items()) s.source_inputs.emplace_back(k, expr(v, key(sp, k)));
@@ -268,7 +271,12 @@ std::vector<Package::ExprSite> Package::expressions() const {
   for (const auto& [k, e] : derive) out.push_back({"derive." + k, &e});
   for (const auto& [k, e] : constants) out.push_back({"constants." + k, &e});
   const std::vector<std::string> all_repeat(repeat_indexes.begin(), repeat_indexes.end());
-  for (const auto& [path, e] : binding_values) out.push_back({path, &e, -1, all_repeat});
+  for (const auto& [name, slots] : binding_sets)
+    for (size_t i = 0; i < slots.size(); ++i)
+      for (size_t f = 0; f < slots[i].fields.size(); ++f)
+        out.push_back({"bindingSets." + name + "[" + std::to_string(i) + "].struct.fields[" + std::to_string(f) +
+                           "].value",
+                       &slots[i].fields[f].value, -1, all_repeat});
   for (size_t v = 0; v < variants.size(); ++v) {
     const Variant& var = variants[v];
     for (const auto& [k, e] : var.constants) out.push_back({var.path + ".constants." + k, &e, (int)v});
@@ -343,16 +351,35 @@ Package parse_package(const json& j, const std::string& where) {
 
   if (j.contains("bindingSets"))
     for (const auto& [k, set] : l.object(j["bindingSets"], "bindingSets").items()) {
-      p.binding_sets.insert(k);
+      std::vector<BindingSlot>& slots = p.binding_sets[k];
       const std::string sp = key("bindingSets", k);
       for (size_t i = 0; i < l.array(set, sp).size(); ++i) {
-        const json& b = l.object(set[i], idx(sp, i));
-        if (!b.contains("struct")) continue;
-        const std::string fp = key(key(idx(sp, i), "struct"), "fields");
-        const json& fields = l.array(l.need(l.object(b["struct"], key(idx(sp, i), "struct")), "fields", key(idx(sp, i), "struct")), fp);
-        for (size_t f = 0; f < fields.size(); ++f)
-          if (fields[f].is_object() && fields[f].contains("value"))
-            p.binding_values.emplace_back(key(idx(fp, f), "value"), l.expr(fields[f]["value"], key(idx(fp, f), "value")));
+        const std::string bp = idx(sp, i);
+        const json& b = l.object(set[i], bp);
+        BindingSlot slot;
+        slot.name = l.string(l.need(b, "name", bp), key(bp, "name"));
+        slot.semantic = l.string(l.need(b, "semantic", bp), key(bp, "semantic"));
+        if (b.contains("buffer") && b["buffer"].contains("type"))
+          slot.type = l.string(b["buffer"]["type"], key(key(bp, "buffer"), "type"));
+        if (slot.type != "storage" && slot.type != "read-only-storage" && slot.type != "uniform")
+          l.fail(key(key(bp, "buffer"), "type"), "must be \"storage\", \"read-only-storage\" or \"uniform\"");
+        if (b.contains("elementType")) slot.element_type = l.string(b["elementType"], key(bp, "elementType"));
+        if (b.contains("struct")) {
+          const std::string fp = key(key(bp, "struct"), "fields");
+          slot.struct_name = b["struct"].contains("name") ? l.string(b["struct"]["name"], key(key(bp, "struct"), "name"))
+                                                          : std::string("Params");
+          const json& fields = l.array(l.need(l.object(b["struct"], key(bp, "struct")), "fields", key(bp, "struct")), fp);
+          for (size_t f = 0; f < fields.size(); ++f) {
+            const json& field = l.object(fields[f], idx(fp, f));
+            BindingSlot::Field out{l.string(l.need(field, "name", idx(fp, f)), key(idx(fp, f), "name")),
+                                   l.string(l.need(field, "type", idx(fp, f)), key(idx(fp, f), "type")),
+                                   l.expr(l.need(field, "value", idx(fp, f)), key(idx(fp, f), "value"))};
+            if (out.type != "u32" && out.type != "i32" && out.type != "f32")
+              l.fail(key(idx(fp, f), "type"), "must be u32, i32 or f32");
+            slot.fields.push_back(std::move(out));
+          }
+        }
+        slots.push_back(std::move(slot));
       }
     }
 

@@ -49,7 +49,27 @@ struct Pass {
   std::string repeat_index;
   std::vector<Pass> passes;
   std::vector<std::pair<std::string, Expr>> source_inputs;  // "source": {"inputs": {...}} (shader inputs)
+  // GPU passes: the binding set the pass uses ("" when none) and its shader
+  // template ("qmoe-route-stage.wgsl.jinja", from "shader" or
+  // "source.shader"; "" when none). CPU passes ignore both.
+  std::string bindings, shader;
   bool is_repeat() const { return repeat_count.has_value(); }
+};
+
+// One binding of a bindingSet: a buffer the GPU pass reads or writes.
+// `semantic` names what is bound: a tensor's role ("router_probs"), an
+// intermediate's id ("routeExpert"), or "kernel.params" for the uniform
+// struct whose fields are expressions evaluated for each dispatch.
+struct BindingSlot {
+  struct Field {
+    std::string name, type;  // type: "u32", "i32" or "f32"
+    Expr value;
+  };
+  std::string name, semantic;
+  std::string type;          // "storage", "read-only-storage" or "uniform"
+  std::string element_type;  // "f32", "u32", ... (storage buffers)
+  std::string struct_name;    // uniform structs: the WGSL struct's name ("Params")
+  std::vector<Field> fields;
 };
 
 struct Intermediate {
@@ -97,11 +117,11 @@ struct Package {
   std::vector<ExprSite> expressions() const;
 
   const TensorSpec* find_tensor(const std::string& role) const;  // inputs, then outputs
-  std::set<std::string> binding_sets;  // bindingSets' names (passes may name one in "bindings")
-  // bindingSets' struct field values ("repeat.chunk * hiddenChunkTokens"), by
-  // JSON path. The CPU passes do not read them; they are parsed and checked
-  // like every other expression.
-  std::vector<std::pair<std::string, Expr>> binding_values;
+  // bindingSets by name (passes may name one in "bindings"). The CPU
+  // passes do not read them; the GPU plan (gpu_plan.h) binds by them, and
+  // their struct field values are parsed and checked like every other
+  // expression.
+  std::map<std::string, std::vector<BindingSlot>> binding_sets;
   std::set<std::string> repeat_indexes;  // every repeat block's index name
 };
 

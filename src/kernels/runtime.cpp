@@ -18,13 +18,37 @@ namespace bonfire::kernels {
 
 using json = nlohmann::json;
 
-namespace {
-
-int64_t whole(double x, const std::string& what) {
+int64_t whole_number(double x, const std::string& what) {
   if (!(x >= 0) || x != std::floor(x) || x > 9.0e15)
     throw Error(ErrorCode::BadGraph, what + " is " + json(x).dump() + ", not a whole number >= 0");
   return (int64_t)x;
 }
+
+std::array<int64_t, 3> dispatch_size(Scope& scope, const Pass& s) {
+  const std::string dp = s.path + ".dispatch";
+  auto dim = [&](const std::optional<Expr>& e, const std::string& what) {
+    return e ? whole_number(scope.number(*e), dp + what + " \"" + e->source() + "\"") : int64_t(1);
+  };
+  if (s.threads) return {dim(s.threads, ".threads"), 1, 1};
+  return {dim(s.x, ".x"), dim(s.y, ".y"), dim(s.z, ".z")};
+}
+
+int64_t repeat_count(Scope& scope, const Pass& s) {
+  return whole_number(scope.number(*s.repeat_count), s.path + ".repeat.count \"" + s.repeat_count->source() + "\"");
+}
+
+std::vector<int64_t> intermediate_shape(Scope& scope, const Intermediate& im) {
+  const std::string what = im.path + " (" + im.id + ")";
+  const json s = scope.eval(im.shape);
+  std::vector<int64_t> shape;
+  if (s.is_number()) shape.push_back(whole_number(s.get<double>(), what + ": shape"));
+  else if (s.is_array())
+    for (const auto& d : s) shape.push_back(whole_number(d.is_number() ? d.get<double>() : -1, what + ": a dimension"));
+  else throw Error(ErrorCode::BadGraph, what + ": the shape \"" + im.shape.source() + "\" gave " + s.dump());
+  return shape;
+}
+
+namespace {
 
 void find_functions(const std::vector<Pass>& passes, const Variant& v, std::map<std::string, PassFn>& out) {
   for (const Pass& s : passes) {
@@ -64,15 +88,10 @@ struct Runner {
     return scope.number(*e);
   }
 
-  int64_t dim(const std::optional<Expr>& e, const std::string& what) {
-    return e ? whole(scope.number(*e), what + " \"" + e->source() + "\"") : 1;
-  }
-
   void run(const std::vector<Pass>& passes, int64_t repeat_index) {
     for (const Pass& s : passes) {
       if (s.is_repeat()) {
-        const int64_t count = whole(scope.number(*s.repeat_count),
-                                    s.path + ".repeat.count \"" + s.repeat_count->source() + "\"");
+        const int64_t count = repeat_count(scope, s);
         for (int64_t i = 0; i < count; ++i) {
           repeat[s.repeat_index] = i;
           scope.set_repeat(repeat);
@@ -82,10 +101,7 @@ struct Runner {
         scope.set_repeat(repeat);
         continue;
       }
-      const std::string dp = s.path + ".dispatch";
-      std::array<int64_t, 3> d = {1, 1, 1};
-      if (s.threads) d[0] = dim(s.threads, dp + ".threads");
-      else d = {dim(s.x, dp + ".x"), dim(s.y, dp + ".y"), dim(s.z, dp + ".z")};
+      const std::array<int64_t, 3> d = dispatch_size(scope, s);
       PassArgs args{bound.attrs, [this](const std::string& n) { return num(n); }, buffers, repeat_index, d, variant.id};
       try {
         functions.at(s.path)(args);
@@ -157,14 +173,7 @@ RunReport run_variant(const Package& p, const Bound& bound, const Device& device
   for (const auto& t : p.outputs)
     buffers[t.role] = allocate(bound.dtypes.at(t.role), bound.shapes.at(t.role), t.role, total);
   for (const Intermediate& im : v.intermediates) {
-    const std::string what = im.path + " (" + im.id + ")";
-    const json s = r.scope.eval(im.shape);
-    std::vector<int64_t> shape;
-    if (s.is_number()) shape.push_back(whole(s.get<double>(), what + ": shape"));
-    else if (s.is_array())
-      for (const auto& d : s) shape.push_back(whole(d.is_number() ? d.get<double>() : -1, what + ": a dimension"));
-    else throw Error(ErrorCode::BadGraph, what + ": the shape \"" + im.shape.source() + "\" gave " + s.dump());
-    buffers[im.id] = allocate(im.dtype, std::move(shape), what, total);
+    buffers[im.id] = allocate(im.dtype, intermediate_shape(r.scope, im), im.path + " (" + im.id + ")", total);
   }
   try {
     r.run(v.passes, -1);

@@ -13,14 +13,17 @@
 // limit is Error(TooLarge). The input buffers must match the checked call's
 // shapes and dtypes and be numel * dtype size bytes long.
 #pragma once
+#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "kernels/package.h"
 #include "kernels/pass.h"
+#include "kernels/scope.h"
 #include "kernels/select.h"
 
 namespace bonfire::kernels {
@@ -41,6 +44,14 @@ RunReport run_variant(const Package& package, const Bound& bound, const Device& 
 // Error(UnsupportedFeature) with each variant's first failure.
 RunReport run_op(const Package& package, const nlohmann::json& attrs, std::map<std::string, Buffer>& buffers,
                  const Device& device);
+
+// The sizes a variant's passes work with, evaluated in `scope` as the runner
+// does (the GPU plan, gpu_plan.h, uses the same): each a whole number >= 0,
+// else Error(BadGraph) naming the JSON path and the expression.
+int64_t whole_number(double x, const std::string& what);
+std::array<int64_t, 3> dispatch_size(Scope& scope, const Pass& pass);  // {threads,1,1} or {x,y,z}
+int64_t repeat_count(Scope& scope, const Pass& repeat_block);
+std::vector<int64_t> intermediate_shape(Scope& scope, const Intermediate& im);
 
 // The call a set of buffers makes (shapes and dtypes by role).
 Problem problem_of(const nlohmann::json& attrs, const std::map<std::string, Buffer>& buffers);

@@ -19,20 +19,26 @@ ChatTemplate::ChatTemplate(std::string source)
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra_vars) const {
   if (!extra_vars.is_null() && !extra_vars.is_object()) throw Error(ErrorCode::BadGraph, "chat template variables must be an object");
+  // The context apply_chat_template builds, in its order.
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  vars["messages"] = messages;
+  vars["add_generation_prompt"] = add_generation_prompt;
+  for (const char* key : {"tools", "documents"}) {
+    const bool given = extra_vars.is_object() && extra_vars.contains(key);
+    vars[key] = given ? extra_vars.at(key) : nullptr;
+  }
+  if (extra_vars.is_object())
+    for (const auto& [key, value] : extra_vars.items())
+      if (!vars.contains(key)) vars[key] = value;
+  return render_vars(vars);
+}
+
+std::string ChatTemplate::render_vars(const nlohmann::ordered_json& vars) const {
+  if (!vars.is_object()) throw Error(ErrorCode::BadGraph, "template variables must be an object");
   Interpreter in;
   try {
     EnvPtr env = Interpreter::global_env();
-    // The context apply_chat_template builds, in its order.
-    env->declare("messages", from_json(messages));
-    env->declare("add_generation_prompt", Value::boolean(add_generation_prompt));
-    for (const char* key : {"tools", "documents"}) {
-      const bool given = extra_vars.is_object() && extra_vars.contains(key);
-      env->declare(key, given ? from_json(extra_vars.at(key)) : Value::null());
-    }
-    if (extra_vars.is_object())
-      for (const auto& [key, value] : extra_vars.items())
-        if (key != "tools" && key != "documents" && key != "messages" && key != "add_generation_prompt")
-          env->declare(key, from_json(value));
+    for (const auto& [key, value] : vars.items()) env->declare(key, from_json(value));
     return in.render(*program_, env);
   } catch (const RaisedError& e) {
     throw Error(ErrorCode::BadGraph, e.what());

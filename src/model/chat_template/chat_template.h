@@ -43,6 +43,10 @@ class ChatTemplate {
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& extra_vars) const;
 
+  // The same engine on any template (the GPU passes' .wgsl.jinja files):
+  // `vars` are the template's variables, nothing else is declared.
+  std::string render_vars(const nlohmann::ordered_json& vars) const;
+
   const std::string& source() const { return source_; }
 
  private:
