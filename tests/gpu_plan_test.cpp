@@ -69,11 +69,20 @@ TEST(GpuPlan, EveryCaseAndVariantMatchesTheRuntime) {
       ++planned[plan.variant];
     }
   }
-  // SwiftShader has subgroups but no subgroup matrices: the four other
-  // variants are each planned for some case.
-  for (const char* v : {"quant_zero_inter", "quant_grouped_routed", "quant_gemv_routed", "quant_split_routed"})
+  // SwiftShader has subgroups but no subgroup matrices: the three routed
+  // variants are each planned for some case...
+  for (const char* v : {"quant_grouped_routed", "quant_gemv_routed", "quant_split_routed"})
     EXPECT_GT(planned[v], 0) << v;
   EXPECT_EQ(planned.count("quant_grouped_sgmat_routed"), 0u);
+  // ...and no golden case has an empty intermediate size: one pass of
+  // ceilDiv(3 * 64, 64) workgroups zeroes the output.
+  const Bound zero = check_problem(pkg, qmoe_problem({64, 0, 4, 2}, 3, {4, 0, false}), device);
+  const Selection s = select_variant(pkg, zero, device);
+  ASSERT_GE(s.chosen, 0);
+  const GpuPlan plan = plan_gpu(pkg, zero, device, s.chosen, render_wgsl);
+  EXPECT_EQ(plan.variant, "quant_zero_inter");
+  ASSERT_EQ(plan.dispatches.size(), 1u);
+  EXPECT_EQ(plan.dispatches[0].workgroups, (std::array<int64_t, 3>{3, 1, 1}));
 }
 
 // Every shader a variant names has a template, except the subgroup-matrix
