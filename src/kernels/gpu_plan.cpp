@@ -1,7 +1,7 @@
 #include "kernels/gpu_plan.h"
 
-#include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/runtime.h"
@@ -25,7 +25,15 @@ ojson template_value(const json& v) {
   return ojson(v);
 }
 
-uint32_t f32_bits(double x) { return std::bit_cast<uint32_t>((float)x); }
+// The bits of a 32-bit value (std::bit_cast is missing from emscripten's libc++).
+template <class T>
+uint32_t bits_of(T v) {
+  static_assert(sizeof(T) == 4);
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+uint32_t f32_bits(double x) { return bits_of((float)x); }
 
 struct Planner {
   const Package& package;
@@ -120,7 +128,7 @@ struct Planner {
       const double v = scope.number(f.value);
       if (f.type == "f32") g.words.push_back(f32_bits(v));
       else if (f.type == "u32") g.words.push_back((uint32_t)whole_number(v, what + " \"" + f.value.source() + "\""));
-      else g.words.push_back(std::bit_cast<uint32_t>((int32_t)v));
+      else g.words.push_back(bits_of((int32_t)v));
     }
     while (g.words.size() % 4 || g.words.empty()) g.words.push_back(0);
     return g;
