@@ -47,6 +47,15 @@ function bytes(n) {
   return `${n >= 100 || i === 0 ? n.toFixed(0) : n.toFixed(1)} ${units[i]}`;
 }
 
+// Where a worker's steps run: "cpu · AVX2", and the WebGPU adapter a tab
+// holds beside it.
+function deviceText(d, simd) {
+  if (!d) return simd || '–';
+  const gpu = d.webgpu ? ` + WebGPU ${[d.webgpu.adapterInfo?.vendor, d.webgpu.adapterInfo?.architecture].filter(Boolean).join(' ')}` : '';
+  return `${d.type} · ${d.adapter || simd || '?'}${gpu}`;
+}
+const deviceTitle = (d) => (d && d.webgpu ? 'the tab has this WebGPU adapter; its steps run on the CPU (WebAssembly)' : 'where its steps run');
+
 const count = (n) => (Number.isFinite(n) ? n.toLocaleString('en-US') : '–');
 
 function rate(n) {
@@ -196,7 +205,7 @@ function workerCard(w) {
       h('div', {}, h('dt', {}, 'calls'), h('dd', {}, count(load.calls ?? 0))),
       h('div', {}, h('dt', {}, 'checks'), h('dd', { class: 'checks', title: 'spot checks passed / failed (docs/NETWORK.md)' },
         checks ? `${count(checks.passed)} ✓ / ${count(checks.failed)} ✗${checks.trusted ? ' · trusted' : ''}` : '–')),
-      h('div', {}, h('dt', {}, 'SIMD'), h('dd', {}, w.simd || '–')),
+      h('div', {}, h('dt', {}, 'device'), h('dd', { class: 'device', title: deviceTitle(w.device) }, deviceText(w.device, w.simd))),
       h('div', {}, h('dt', {}, 'ops'), h('dd', {}, count((w.ops || []).length)))),
     h('div', { class: 'line' }, h('span', { class: 'key' }, 'models'),
       models.length ? models.map((m) => h('span', { class: 'chip model', title: `sha256 ${m.hash}` }, m.id))

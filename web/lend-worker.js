@@ -72,9 +72,30 @@ function start(m) {
   }
 }
 
-function begin() {
+// The tab's WebGPU device, if the browser offers one: announced to the
+// coordinator (hello "device.webgpu"); steps still run in WebAssembly.
+async function webgpuDevice() {
+  try {
+    importScripts('/web/webgpu.js');
+    // A browser may take its time to say it has no adapter; joining does not wait for it.
+    const gpu = await Promise.race([self.BonfireWebGpu.open(),
+      new Promise((resolve) => setTimeout(() => resolve({ error: 'no answer from requestAdapter in 3 s' }), 3000))]);
+    if (gpu.error) {
+      log('WebGPU: ' + gpu.error);
+      return null;
+    }
+    gpu.device.destroy();  // nothing runs on it yet; its description is what is announced
+    return gpu.description;
+  } catch (err) {
+    log('WebGPU: ' + err.message);
+    return null;
+  }
+}
+
+async function begin() {
+  const webgpu = await webgpuDevice();
   const o = JSON.stringify({ token: opts.token || '', id: opts.id || '', memory: opts.memory, threads: opts.threads,
-                             coordinator: opts.url });
+                             coordinator: opts.url, webgpu });
   const p = cString(o);
   const rc = self.Module._bf_start(p);
   self.Module._free(p);

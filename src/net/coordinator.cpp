@@ -30,6 +30,19 @@ namespace {
 
 constexpr int kProtocol = 3;
 
+// A hello's "device", kept small and of known shape: a worker is untrusted,
+// and this is shown to every client. An old worker without one runs on
+// its CPU.
+json device_of(const json& hello, const std::string& simd) {
+  json out = {{"type", "cpu"}, {"adapter", simd}};
+  const json d = hello.value("device", json());
+  if (!d.is_object()) return out;
+  if (d.value("type", json()) == "webgpu") out["type"] = "webgpu";
+  if (d.contains("adapter") && d["adapter"].is_string()) out["adapter"] = bounded_text(d["adapter"].get<std::string>(), 64);
+  if (d.contains("webgpu") && d["webgpu"].is_object() && d["webgpu"].dump().size() <= 4096) out["webgpu"] = d["webgpu"];
+  return out;
+}
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -383,6 +396,7 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     info.threads = h.value("threads", 0);
     if (h.contains("simd") && h["simd"].is_string()) info.simd = bounded_text(h["simd"].get<std::string>(), 16);
     info.kind = h.value("kind", json()) == "browser" ? "browser" : "native";
+    info.device = device_of(h, info.simd);
     info.background = h.value("background", false);
     info.memory = h.value("memory", int64_t(0));
     info.fetch = h.value("fetch", false);

@@ -34,6 +34,9 @@ struct WorkerInfo {
   int64_t threads = 0;
   std::string simd;         // the SIMD target its kernels run on (hello "simd")
   std::string kind = "native";  // "browser": a lent tab (hello "kind")
+  // Where its steps run (hello "device"): {"type": "cpu" | "webgpu",
+  // "adapter": NAME, "webgpu"?: the device file of a GPU it holds}.
+  json device;
   bool background = false;  // lends idle time only (bonfire worker --background)
   int64_t memory = 0;
   bool fetch = false;                        // accepts models over HTTP

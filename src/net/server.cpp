@@ -364,6 +364,7 @@ nlohmann::json Server::workers_json() const {
                    {"threads", i.threads},
                    {"simd", i.simd},
                    {"kind", i.kind},
+                   {"device", i.device},
                    {"background", i.background},
                    {"memory", i.memory},
                    {"models", models},

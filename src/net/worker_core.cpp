@@ -90,6 +90,14 @@ struct WorkerCore::Impl {
     if (!opt.quiet && hooks.log) hooks.log(s);
   }
 
+  // Where the steps run (hello "device"): this CPU and its SIMD target, and
+  // the WebGPU device a browser worker holds beside it.
+  json device() const {
+    json d = {{"type", "cpu"}, {"adapter", simd::simd_target()}};
+    if (opt.webgpu.is_object()) d["webgpu"] = opt.webgpu;
+    return d;
+  }
+
   std::set<std::string> features() const {
     std::set<std::string> f = implemented_features();
     f.insert(kBatchedCalls);
@@ -152,6 +160,7 @@ struct WorkerCore::Impl {
                 {"maxFrameBytes", frame_max()}}},
               {"threads", num_threads()},
               {"simd", simd::simd_target()},
+              {"device", device()},
               {"background", background()},
               {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
               {"memory", opt.memory},

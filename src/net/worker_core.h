@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct WorkerCoreOptions {
   std::string token;                 // the network's shared secret
   std::string id;                    // "" lets the coordinator name it
   std::string kind = "native";       // "browser" for a lent tab (hello "kind")
+  // A WebGPU device the worker holds, in the device-file form
+  // (docs/KERNELS.md): announced as hello "device.webgpu". Steps still run
+  // on the CPU; the coordinator and the web page show what the tab has.
+  nlohmann::json webgpu = nullptr;
   std::string coordinator;           // its address, for the log
   int64_t memory = int64_t(4) << 30; // bytes this worker lends
   int64_t model_bytes_max = 0;       // largest model it accepts (0: 4 × memory, the files are mapped)

@@ -148,6 +148,8 @@ async function partJoin(serve, context, page) {
   checkEqual(await card.getAttribute('data-kind'), 'browser', `a. the coordinator page's card of ${tab.id}`);
   check((await card.innerText()).includes('browser tab'), `a. the card of ${tab.id}: ${await card.innerText()}`);
   await coordinatorPage.close();
+  check(tab.device && tab.device.type === 'cpu' && tab.device.adapter === tab.simd,
+        `a. the tab's device is its CPU (WebAssembly): ${JSON.stringify(tab.device)}`);
   log(`a. tab ${tab.id} joined as a browser worker (${tab.threads} threads, simd ${tab.simd}, ` +
       `${(tab.memory / 1048576).toFixed(0)} MiB)`);
   return tab.id;

@@ -13,17 +13,24 @@
 //     docs/QMOE.md's tolerance (|got - want| <= 1e-4 + 1e-4 |want|, NaN
 //     where ORT has NaN); each such variant must run at least one case;
 //  c. a shader that does not compile is refused naming its pass and
-//     template; a destroyed (lost) device makes a run fail saying so.
+//     template; a destroyed (lost) device makes a run fail saying so;
+//  d. a tab of this browser lent to `serve --no-local-worker` announces its
+//     adapter: /api/v3/workers lists device.webgpu (SwiftShader) beside
+//     device.type "cpu" (its steps run in WebAssembly), and the coordinator's
+//     page shows it.
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { SRC, check, checkEqual, log, main, runBonfire, tempDir } from '../net/harness.mjs';
+import {
+  BIN, SRC, check, checkEqual, log, main, runBonfire, startServe, stopProcess, tempDir, waitFor, workers,
+} from '../net/harness.mjs';
 
 const CHROMIUM = process.env.BONFIRE_CHROMIUM || '/usr/bin/chromium';
 const PLAYWRIGHT = path.join(SRC, 'refs', 'web-test', 'node_modules', 'playwright-core', 'index.mjs');
 const PACKAGE = path.join(SRC, 'spec', 'kernels', 'qmoe.json');
 const CASES = path.join(SRC, 'goldens', 'qmoe', 'cases');
 const DEVICE_FILE = path.join(SRC, 'tests', 'kernels', 'devices', 'swiftshader.json');
+const WASM_DIR = process.env.BONFIRE_WASM_DIR || path.join(path.dirname(BIN), 'wasm');
 const ATOL = 1e-4;
 const RTOL = 1e-4;
 
@@ -238,6 +245,27 @@ await main('web.webgpu', async () => {
     }, { plan, inputs });
     log(`a lost device: ${lost}`);
     check(/lost|destroyed|invalid/i.test(lost), `a destroyed device must fail the run saying so: ${lost}`);
+
+    // d. a lent tab announces its adapter
+    check(fs.existsSync(path.join(WASM_DIR, 'bonfire-worker.wasm')),
+          `the browser worker is not built in ${WASM_DIR}: run scripts/build_wasm.sh`);
+    const token = 'webgpu-test';
+    const serve = await startServe(['--no-local-worker', '--model', path.join(SRC, 'models', 'demo'), '--token', token,
+                                    '--wasm-dir', WASM_DIR]);
+    const tab = await browser.newPage();
+    await tab.goto(`${serve.url}/lend?token=${token}&threads=1`, { waitUntil: 'load' });
+    const joined = await waitFor(async () => (await workers(serve.url)).find((w) => w.kind === 'browser'), 180000,
+                                 'the tab to join', 250);
+    log(`d. the tab's device: ${JSON.stringify({ ...joined.device, webgpu: joined.device.webgpu?.name })}`);
+    checkEqual(joined.device.type, 'cpu', 'd. the tab runs its steps on the CPU');
+    checkEqual(joined.device.webgpu?.adapterInfo?.architecture, 'swiftshader', 'd. the adapter the tab announces');
+    const home = await browser.newPage();
+    await home.goto(`${serve.url}/?token=${token}`, { waitUntil: 'load' });
+    const card = home.locator(`[data-worker-id="${joined.id}"] .device`);
+    await card.waitFor({ timeout: 15000 });
+    check((await card.innerText()).includes('WebGPU'), `d. the page's card shows the adapter: ${await card.innerText()}`);
+    await tab.close();
+    check((await stopProcess(serve)) === 0, 'serve stops cleanly');
   } finally {
     await browser.close();
     server.close();

@@ -123,7 +123,8 @@ std::pair<std::string, ModelFingerprint> fetch_model(const ModelFetch& f) {
 
 extern "C" {
 
-// Options: {"token", "id", "memory" (bytes), "threads", "coordinator" (for the log)}. Returns 0, or 1 with
+// Options: {"token", "id", "memory" (bytes), "threads", "coordinator" (for the log), "webgpu" (the
+// tab's WebGPU device as web/webgpu.js describes it, or null)}. Returns 0, or 1 with
 // the reason logged.
 EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
   try {
@@ -133,6 +134,7 @@ EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
     c.token = o.value("token", "");
     c.id = o.value("id", "");
     c.coordinator = o.value("coordinator", "");
+    if (o.contains("webgpu") && o["webgpu"].is_object()) c.webgpu = o["webgpu"];
     c.memory = std::max<int64_t>(o.value("memory", int64_t(1) << 30), 16 << 20);
     // The weights are copied into the WebAssembly heap: a model must fit the
     // memory the volunteer set, beside the sessions' share.
