@@ -21,7 +21,8 @@
 // What a template sees (the variables of its render):
 //   constants      every package and variant constant, evaluated
 //   constantBits   the same numbers as the u32 bit patterns of their f32
-//                  values (exact float literals: bitcast<f32>(...u))
+//                  values (exact floats: bitcast<f32> of a private variable
+//                  holding them; WGSL refuses a NaN or infinite constant)
 //   tunables       the package's tunables
 //   workgroupSize  the pass's evaluated workgroupSize (null when absent)
 //   bindings       the WGSL declarations of the pass's binding set, then
