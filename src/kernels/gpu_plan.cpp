@@ -44,7 +44,6 @@ struct Planner {
   GpuPlan plan = {};
   std::map<std::string, std::string> shader_keys = {};  // template + variables -> key
   std::map<std::string, int> renders_of = {};           // template -> renders so far
-  std::map<std::string, int64_t> repeat = {};
   std::set<std::string> buffer_ids = {};
 
   [[noreturn]] void unsupported(const Pass& s, const std::string& why) const {
@@ -180,22 +179,6 @@ struct Planner {
     plan.dispatches.push_back(std::move(d));
   }
 
-  void walk(const std::vector<Pass>& passes, int64_t repeat_index) {
-    for (const Pass& s : passes) {
-      if (!s.is_repeat()) {
-        add_dispatch(s, repeat_index);
-        continue;
-      }
-      const int64_t count = repeat_count(scope, s);
-      for (int64_t i = 0; i < count; ++i) {
-        repeat[s.repeat_index] = i;
-        scope.set_repeat(repeat);
-        walk(s.passes, i);
-      }
-      repeat.erase(s.repeat_index);
-      scope.set_repeat(repeat);
-    }
-  }
 };
 
 int64_t bytes_of(const std::string& dtype, const std::vector<int64_t>& shape) {
@@ -259,7 +242,7 @@ GpuPlan plan_gpu(const Package& package, const Bound& bound, const Device& devic
                                                      std::to_string((int64_t)*limit) + ")");
   }
   p.evaluate_constants();
-  p.walk(v.passes, -1);
+  for_each_pass_call(scope, v.passes, [&](const Pass& s, int64_t repeat_index) { p.add_dispatch(s, repeat_index); });
   return std::move(p.plan);
 }
 

@@ -50,6 +50,35 @@ std::vector<int64_t> intermediate_shape(Scope& scope, const Intermediate& im) {
 
 namespace {
 
+void walk_passes(Scope& scope, const std::vector<Pass>& passes, int64_t repeat_index,
+                 std::map<std::string, int64_t>& repeat,
+                 const std::function<void(const Pass&, int64_t)>& call) {
+  for (const Pass& s : passes) {
+    if (!s.is_repeat()) {
+      call(s, repeat_index);
+      continue;
+    }
+    const int64_t count = repeat_count(scope, s);
+    for (int64_t i = 0; i < count; ++i) {
+      repeat[s.repeat_index] = i;
+      scope.set_repeat(repeat);
+      walk_passes(scope, s.passes, i, repeat, call);
+    }
+    repeat.erase(s.repeat_index);
+    scope.set_repeat(repeat);
+  }
+}
+
+}  // namespace
+
+void for_each_pass_call(Scope& scope, const std::vector<Pass>& passes,
+                        const std::function<void(const Pass&, int64_t)>& call) {
+  std::map<std::string, int64_t> repeat;
+  walk_passes(scope, passes, -1, repeat, call);
+}
+
+namespace {
+
 void find_functions(const std::vector<Pass>& passes, const Variant& v, std::map<std::string, PassFn>& out) {
   for (const Pass& s : passes) {
     if (s.is_repeat()) {
@@ -71,7 +100,6 @@ struct Runner {
   Scope& scope;
   std::map<std::string, Buffer>& buffers;
   std::map<std::string, PassFn> functions = {};
-  std::map<std::string, int64_t> repeat = {};
   std::map<std::string, Expr> parsed = {};  // PassArgs::num's names
   std::mutex parsed_mutex = {};
   int64_t calls = 0;
@@ -88,19 +116,8 @@ struct Runner {
     return scope.number(*e);
   }
 
-  void run(const std::vector<Pass>& passes, int64_t repeat_index) {
-    for (const Pass& s : passes) {
-      if (s.is_repeat()) {
-        const int64_t count = repeat_count(scope, s);
-        for (int64_t i = 0; i < count; ++i) {
-          repeat[s.repeat_index] = i;
-          scope.set_repeat(repeat);
-          run(s.passes, i);
-        }
-        repeat.erase(s.repeat_index);
-        scope.set_repeat(repeat);
-        continue;
-      }
+  void run(const std::vector<Pass>& passes) {
+    for_each_pass_call(scope, passes, [&](const Pass& s, int64_t repeat_index) {
       const std::array<int64_t, 3> d = dispatch_size(scope, s);
       PassArgs args{bound.attrs, [this](const std::string& n) { return num(n); }, buffers, repeat_index, d, variant.id};
       try {
@@ -112,7 +129,7 @@ struct Runner {
         throw Error(ErrorCode::Internal, "variant " + variant.id + ", pass " + s.id + " (" + s.name + "): " + e.what());
       }
       ++calls;
-    }
+    });
   }
 };
 
@@ -176,7 +193,7 @@ RunReport run_variant(const Package& p, const Bound& bound, const Device& device
     buffers[im.id] = allocate(im.dtype, intermediate_shape(r.scope, im), im.path + " (" + im.id + ")", total);
   }
   try {
-    r.run(v.passes, -1);
+    r.run(v.passes);
   } catch (...) {
     for (const Intermediate& im : v.intermediates) buffers.erase(im.id);
     throw;

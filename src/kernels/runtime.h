@@ -14,6 +14,7 @@
 // shapes and dtypes and be numel * dtype size bytes long.
 #pragma once
 #include <array>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,6 +53,11 @@ int64_t whole_number(double x, const std::string& what);
 std::array<int64_t, 3> dispatch_size(Scope& scope, const Pass& pass);  // {threads,1,1} or {x,y,z}
 int64_t repeat_count(Scope& scope, const Pass& repeat_block);
 std::vector<int64_t> intermediate_shape(Scope& scope, const Intermediate& im);
+// Calls `call(pass, repeat_index)` for each pass call in order, repeat blocks
+// unrolled with repeat.<index> set in `scope` (repeat_index: the innermost
+// block's iteration, -1 outside any).
+void for_each_pass_call(Scope& scope, const std::vector<Pass>& passes,
+                        const std::function<void(const Pass&, int64_t repeat_index)>& call);
 
 // The call a set of buffers makes (shapes and dtypes by role).
 Problem problem_of(const nlohmann::json& attrs, const std::map<std::string, Buffer>& buffers);
