@@ -12,6 +12,7 @@
 #include "core/file.h"
 #include "kernels/case_dir.h"
 #include "kernels/check.h"
+#include "kernels/gpu_ops.h"
 #include "kernels/gpu_plan.h"
 #include "kernels/qmoe_problem.h"
 #include "kernels/runtime.h"
@@ -176,6 +177,51 @@ TEST(GpuPlan, SwiftShaderChoicesExplained) {
   EXPECT_EQ(g["condition"], "groupedContract");
   EXPECT_EQ(g["because"].front(), "groupSlotOutFits") << g;
   EXPECT_EQ(small.variants[small.chosen].id, "quant_gemv_routed");
+}
+
+}  // namespace
+}  // namespace bonfire::kernels
+
+namespace bonfire::kernels {
+namespace {
+
+// Graph ops on WebGPU (kernels/gpu_ops.h): shapes as the CPU op infers
+// them, and what the kernels cannot do refused as UnsupportedFeature naming
+// it (the caller runs that node on the CPU), what the op refuses as BadGraph.
+TEST(GpuOps, PlansAndRefusals) {
+  const Device device = test_device("swiftshader");
+  const nlohmann::json none = nlohmann::json::object();
+  GpuPlan p = plan_gpu_node("matmul", {{"transB", true}}, {{"a", "float32", {2, 3, 64}}, {"w", "q4_0", {5, 64}}}, "y",
+                            device, render_wgsl);
+  EXPECT_EQ(p.buffers.back().shape, (std::vector<int64_t>{2, 3, 5}));
+  EXPECT_EQ(p.buffers[1].bytes, 5 * 2 * 18);
+  EXPECT_NE(p.shaders.begin()->second.find("weight_f16(block)"), std::string::npos);
+  p = plan_gpu_node("add", none, {{"a", "float32", {2, 3, 4}}, {"b", "float32", {4}}}, "y", device, render_wgsl);
+  EXPECT_EQ(p.buffers.back().shape, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(p.dispatches[0].bindings.back().words[0], 24u);
+
+  auto refusal = [&](const std::string& op, const nlohmann::json& params, const std::vector<GpuValue>& in) {
+    try {
+      plan_gpu_node(op, params, in, "y", device, render_wgsl);
+    } catch (const Error& e) {
+      return std::pair<ErrorCode, std::string>{e.code, e.what()};
+    }
+    return std::pair<ErrorCode, std::string>{ErrorCode::Internal, "(planned)"};
+  };
+  auto r = refusal("rope", none, {{"x", "float32", {1, 8}}});
+  EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
+  EXPECT_NE(r.second.find("rope has no GPU kernel here"), std::string::npos) << r.second;
+  r = refusal("rmsnorm", {{"eps", "pos"}}, {{"x", "float32", {1, 8}}, {"g", "float32", {8}}});
+  EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
+  EXPECT_NE(r.second.find("bind expression \"pos\""), std::string::npos) << r.second;
+  r = refusal("matmul", {{"transB", true}}, {{"a", "float32", {1, 64}}, {"w", "q4_k", {5, 64}}});
+  EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
+  EXPECT_NE(r.second.find("q4_k"), std::string::npos) << r.second;
+  r = refusal("add", none, {{"a", "float32", {2, 3}}, {"b", "float32", {4}}});
+  EXPECT_EQ(r.first, ErrorCode::BadGraph);
+  EXPECT_NE(r.second.find("do not broadcast"), std::string::npos) << r.second;
+  r = refusal("matmul", none, {{"a", "float32", {1, 8}}, {"w", "float32", {9, 4}}});
+  EXPECT_EQ(r.first, ErrorCode::BadGraph);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kernels/case_dir.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "kernels/gpu_ops.h"
 #include "kernels/gpu_plan.h"
 #include "kernels/package.h"
 #include "kernels/runtime.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct Options {
   std::string package, shapes, attrs = "{}", dtypes, device, case_dir, variant;
+  std::string op, params = "{}", inputs;  // kernel plan-op
 };
 
 // Inline JSON, or @FILE.
@@ -178,6 +180,25 @@ int plan_command(const Options& o) {
   return failed ? 1 : status;
 }
 
+// One graph node's WebGPU plan (kernels/gpu_ops.h).
+int plan_op_command(const Options& o) {
+  return guarded([&] {
+    const json inputs = json_arg(o.inputs, "--inputs");
+    if (!inputs.is_array()) throw Error(ErrorCode::BadGraph, "--inputs: a list of {id, dtype, shape}");
+    std::vector<kernels::GpuValue> values;
+    for (const auto& v : inputs) {
+      if (!v.is_object() || !v.contains("shape") || !v["shape"].is_array())
+        throw Error(ErrorCode::BadGraph, "--inputs: each input is {id, dtype, shape}");
+      values.push_back({v.value("id", "in" + std::to_string(values.size())), v.value("dtype", "float32"),
+                        v["shape"].get<std::vector<int64_t>>()});
+    }
+    const kernels::Device device = device_of(o);
+    const kernels::GpuPlan plan =
+        kernels::plan_gpu_node(o.op, json_arg(o.params, "--params"), values, "y", device, render_wgsl);
+    std::cout << plan.to_json().dump() << "\n";
+  });
+}
+
 }  // namespace
 
 std::function<int()> add_kernel_commands(CLI::App& app) {
@@ -208,11 +229,18 @@ std::function<int()> add_kernel_commands(CLI::App& app) {
   plan->add_option("--device", o->device, "device file (a GPU's, e.g. tests/kernels/devices/swiftshader.json)");
   plan->add_option("--variant", o->variant, "plan this variant (it must apply) instead of the chosen one");
 
+  auto* plan_op = kernel->add_subcommand("plan-op", "the WebGPU plan of one graph op (kernels/gpu_ops.h), as JSON");
+  plan_op->add_option("--op", o->op, "the op (add, mul, silu, rmsnorm, matmul, embedding)")->required();
+  plan_op->add_option("--params", o->params, "JSON (or @FILE): the op's params, numbers only");
+  plan_op->add_option("--inputs", o->inputs, "JSON (or @FILE): [{id, dtype, shape}] in the op's order")->required();
+  plan_op->add_option("--device", o->device, "device file (a GPU's)");
+
   auto* device = kernel->add_subcommand("device", "print a device as packages see it (default: the CPU worker)");
   device->add_option("--device", o->device, "device file");
 
-  return [o, kernel, select, run, plan, device]() -> int {
+  return [o, kernel, select, run, plan, plan_op, device]() -> int {
     if (!*kernel) return -1;
+    if (*plan_op) return plan_op_command(*o);
     if (*plan) {
       if (o->case_dir.empty() == o->shapes.empty()) {
         std::cerr << "kernel plan: give --case DIR or --shapes JSON (one of them)\n";

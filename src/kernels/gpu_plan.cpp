@@ -74,27 +74,6 @@ struct Planner {
     }
   }
 
-  // The WGSL declarations of a binding set, then dispatchInfo.
-  static std::string declarations(const std::vector<BindingSlot>& slots) {
-    std::string out;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const BindingSlot& b = slots[i];
-      const std::string at = "@group(0) @binding(" + std::to_string(i) + ") ";
-      if (b.type == "uniform") {
-        out += "struct " + b.struct_name + " {\n";
-        for (const auto& f : b.fields) out += "  " + f.name + ": " + f.type + ",\n";
-        out += "};\n" + at + "var<uniform> " + b.name + ": " + b.struct_name + ";\n";
-      } else {
-        out += at + "var<storage, " + wgsl_access(b.type) + "> " + b.name + ": array<" + b.element_type + ">;\n";
-      }
-    }
-    out +=
-        "struct DispatchInfo {\n  threads: u32,\n  groupsX: u32,\n  repeatIndex: u32,\n  pad: u32,\n};\n"
-        "@group(0) @binding(" +
-        std::to_string(slots.size()) + ") var<uniform> dispatchInfo: DispatchInfo;\n";
-    return out;
-  }
-
   std::string shader_for(const Pass& s, const std::vector<BindingSlot>& slots, const json& workgroup_size) {
     ojson vars = ojson::object();
     vars["constants"] = constants;
@@ -102,7 +81,7 @@ struct Planner {
     vars["tunables"] = ojson::object();
     for (const auto& [k, v] : package.tunables.items()) vars["tunables"][k] = template_value(v);
     vars["workgroupSize"] = template_value(workgroup_size);
-    vars["bindings"] = declarations(slots);
+    vars["bindings"] = wgsl_declarations(slots);
     vars["pass"] = {{"id", s.id}, {"name", s.name}, {"variant", variant.id}};
     vars["features"] = ojson(device.view.value("features", json::array()));
     const std::string id = s.shader + "\n" + vars.dump();
@@ -150,10 +129,7 @@ struct Planner {
       if (w < 1) unsupported(s, "workgroupSize is 0");
       workgroup_size = w;
       threads = (uint32_t)size[0];
-      const int64_t groups = (size[0] + w - 1) / w;
-      const int64_t per_dim = (int64_t)device.limit("maxComputeWorkgroupsPerDimension").value_or(65535);
-      const int64_t x = std::min(groups, per_dim);
-      d.workgroups = {x, x == 0 ? 1 : (groups + x - 1) / x, 1};
+      d.workgroups = thread_workgroups(size[0], w, device);
     } else {
       d.workgroups = size;
       if (s.workgroup_size) workgroup_size = scope.number(*s.workgroup_size);
@@ -188,6 +164,33 @@ int64_t bytes_of(const std::string& dtype, const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+std::array<int64_t, 3> thread_workgroups(int64_t threads, int64_t workgroup_size, const Device& device) {
+  const int64_t groups = (threads + workgroup_size - 1) / workgroup_size;
+  const int64_t per_dim = (int64_t)device.limit("maxComputeWorkgroupsPerDimension").value_or(65535);
+  const int64_t x = std::min(groups, per_dim);
+  return {x, x == 0 ? 1 : (groups + x - 1) / x, 1};
+}
+
+std::string wgsl_declarations(const std::vector<BindingSlot>& slots) {
+  std::string out;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const BindingSlot& b = slots[i];
+    const std::string at = "@group(0) @binding(" + std::to_string(i) + ") ";
+    if (b.type == "uniform") {
+      out += "struct " + b.struct_name + " {\n";
+      for (const auto& f : b.fields) out += "  " + f.name + ": " + f.type + ",\n";
+      out += "};\n" + at + "var<uniform> " + b.name + ": " + b.struct_name + ";\n";
+    } else {
+      out += at + "var<storage, " + wgsl_access(b.type) + "> " + b.name + ": array<" + b.element_type + ">;\n";
+    }
+  }
+  out +=
+      "struct DispatchInfo {\n  threads: u32,\n  groupsX: u32,\n  repeatIndex: u32,\n  pad: u32,\n};\n"
+      "@group(0) @binding(" +
+      std::to_string(slots.size()) + ") var<uniform> dispatchInfo: DispatchInfo;\n";
+  return out;
+}
 
 json GpuPlan::to_json() const {
   json j = {{"variant", variant}, {"shaders", shaders}};

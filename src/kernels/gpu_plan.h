@@ -81,6 +81,14 @@ struct GpuPlan {
 // a later layer (model/chat_template), so the caller passes it in.
 using TemplateRenderer = std::function<std::string(const std::string& name, const nlohmann::ordered_json& vars)>;
 
+// The WGSL declarations of a binding set (binding i is slots[i]), then
+// `dispatchInfo` at binding slots.size(): the `bindings` variable above.
+std::string wgsl_declarations(const std::vector<BindingSlot>& slots);
+
+// ceilDiv(threads, workgroup_size) workgroups as {x, y, 1}, folded into y
+// when over the device's maxComputeWorkgroupsPerDimension.
+std::array<int64_t, 3> thread_workgroups(int64_t threads, int64_t workgroup_size, const Device& device);
+
 GpuPlan plan_gpu(const Package& package, const Bound& bound, const Device& device, int variant,
                  const TemplateRenderer& render);
 

@@ -12,6 +12,11 @@
 //     by `bonfire kernel plan --variant V` and run by web/webgpu.js, within
 //     docs/QMOE.md's tolerance (|got - want| <= 1e-4 + 1e-4 |want|, NaN
 //     where ORT has NaN); each such variant must run at least one case;
+//  e. the graph ops with a GPU kernel (kernels/gpu_ops.h: add, mul, silu,
+//     rmsnorm, matmul and embedding over f32, f16, bf16, q8_0 and q4_0
+//     weights), planned by `bonfire kernel plan-op`, against every one-node
+//     case of their ops goldens (goldens/ops/, PyTorch's values) within the
+//     case's tolerance;
 //  c. a shader that does not compile is refused naming its pass and
 //     template; a destroyed (lost) device makes a run fail saying so;
 //  d. a tab of this browser lent to `serve --no-local-worker` announces its
@@ -118,6 +123,74 @@ function compare(got, want) {
   return { over, nan, maxAbs };
 }
 
+// Bytes of a golden tensor's data (numbers, or "NaN"/"Infinity" strings) as f32.
+const f32Bytes = (data) => [...new Uint8Array(new Float32Array(data.map(Number)).buffer)];
+
+const GPU_OPS = ['add', 'mul', 'silu', 'rmsnorm', 'matmul', 'embedding'];
+const PACKED_DTYPES = { f16: 'float16', bf16: 'bfloat16', q8_0: 'q8_0', q4_0: 'q4_0' };
+
+// e: every one-node case of the GPU ops' goldens through web/webgpu.js.
+async function graphOps(page) {
+  let passed = 0;
+  for (const op of GPU_OPS) {
+    const golden = JSON.parse(fs.readFileSync(path.join(SRC, 'goldens', 'ops', `${op}.json`), 'utf8'));
+    let ran = 0;
+    for (const c of golden.cases) {
+      const g = c.graph;
+      if (g.nodes.length !== 1 || (c.then || []).length) continue;
+      const node = g.nodes[0];
+      const values = [];
+      const bytes = {};
+      for (const name of node.in) {
+        const w = name.startsWith('w:') ? name.slice(2) : null;
+        if (w && c.packed && c.packed[w]) {
+          const p = c.packed[w];
+          values.push({ id: w, dtype: PACKED_DTYPES[p.dtype], shape: p.shape });
+          bytes[w] = [...Buffer.from(p.b64, 'base64')];
+        } else {
+          const t = w ? g.weights[w] : g.inputs[name];
+          values.push({ id: w || name, dtype: 'float32', shape: t.shape });
+          bytes[w || name] = f32Bytes(t.data);
+        }
+      }
+      const r = runBonfire(['kernel', 'plan-op', '--op', op, '--params', JSON.stringify(node.params || {}),
+                            '--inputs', JSON.stringify(values), '--device', DEVICE_FILE]);
+      checkEqual(r.code, 0, `${op} ${c.name}: kernel plan-op (${r.stdout}${r.stderr})`);
+      const plan = JSON.parse(r.stdout);
+      const result = await page.evaluate(async ({ plan, bytes }) => {
+        const inputs = {};
+        for (const [k, v] of Object.entries(bytes)) inputs[k] = new Uint8Array(v);
+        try {
+          const r = await self.BonfireWebGpu.runPlan(self.gpu.device, plan, inputs);
+          return { y: [...new Float32Array(r.outputs.y)] };
+        } catch (err) {
+          return { error: err.message };
+        }
+      }, { plan, bytes });
+      check(!result.error, `${op} ${c.name}: ${result.error}`);
+      const want = c.expected[node.id];
+      const got = result.y.map((v) => (Number.isNaN(v) ? NaN : v));
+      const tol = { atol: c.tol?.atol ?? 1e-5, rtol: c.tol?.rtol ?? 1e-5 };
+      let over = 0, nan = 0, maxAbs = 0;
+      want.data.map((x) => Math.fround(Number(x))).forEach((w, i) => {
+        const v = got[i];
+        if (Number.isNaN(w) || Number.isNaN(v) || !Number.isFinite(w) || !Number.isFinite(v)) {
+          if (!(Object.is(w, v) || (Number.isNaN(w) && Number.isNaN(v)))) ++nan;
+          return;
+        }
+        maxAbs = Math.max(maxAbs, Math.abs(v - w));
+        if (Math.abs(v - w) > tol.atol + tol.rtol * Math.abs(w)) ++over;
+      });
+      check(over === 0 && nan === 0, `${op} ${c.name} on WebGPU: ${over} over the tolerance, ${nan} NaN/inf ` +
+            `mismatches (max abs error ${maxAbs.toExponential(2)})`);
+      ran += 1;
+      passed += 1;
+    }
+    check(ran > 0, `no golden case of ${op} ran on WebGPU`);
+  }
+  log(`e. ${passed} ops golden cases of ${GPU_OPS.join(', ')} within their tolerances on WebGPU`);
+}
+
 await main('web.webgpu', async () => {
   check(fs.existsSync(PLAYWRIGHT), `playwright-core is missing at ${PLAYWRIGHT}: run scripts/fetch_web_test_deps.sh`);
   const { chromium } = await import(PLAYWRIGHT);
@@ -209,6 +282,9 @@ await main('web.webgpu', async () => {
     for (const v of applicable) check(ran[v] > 0, `variant ${v} applies on the adapter but ran no case`);
     for (const v of ['quant_zero_inter', 'quant_grouped_routed', 'quant_gemv_routed', 'quant_split_routed'])
       check(ran[v] > 0, `variant ${v} ran no case on SwiftShader`);
+
+    // e. graph ops against their goldens
+    await graphOps(page);
 
     // c. a shader that does not compile, and a lost device
     const firstCase = path.join(CASES, index.cases.find((x) => x.kind === 'output').name);
