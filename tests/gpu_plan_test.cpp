@@ -208,9 +208,22 @@ TEST(GpuOps, PlansAndRefusals) {
     }
     return std::pair<ErrorCode, std::string>{ErrorCode::Internal, "(planned)"};
   };
-  auto r = refusal("rope", none, {{"x", "float32", {1, 8}}});
+  auto r = refusal("softmax", none, {{"x", "float32", {1, 8}}});
   EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
-  EXPECT_NE(r.second.find("rope has no GPU kernel here"), std::string::npos) << r.second;
+  EXPECT_NE(r.second.find("softmax has no GPU kernel here"), std::string::npos) << r.second;
+  r = refusal("attention", {{"heads", 2}, {"headDim", 4}, {"alibi", true}},
+              {{"q", "float32", {1, 8}}, {"k", "float32", {3, 8}}, {"v", "float32", {3, 8}}});
+  EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
+  EXPECT_NE(r.second.find("param alibi has no GPU kernel here"), std::string::npos) << r.second;
+  // rope carries the CPU op's cos/sin tables: [rows, rotaryDim / 2] each.
+  p = plan_gpu_node("rope", {{"headDim", 8}, {"offset", 3}}, {{"x", "float32", {2, 16}}}, "y", device, render_wgsl);
+  int tables = 0;
+  for (const auto& b : p.buffers)
+    if (b.kind == "constant") {
+      EXPECT_EQ(b.words.size(), 2u * 4u) << b.id;
+      ++tables;
+    }
+  EXPECT_EQ(tables, 2);
   r = refusal("rmsnorm", {{"eps", "pos"}}, {{"x", "float32", {1, 8}}, {"g", "float32", {8}}});
   EXPECT_EQ(r.first, ErrorCode::UnsupportedFeature);
   EXPECT_NE(r.second.find("bind expression \"pos\""), std::string::npos) << r.second;

@@ -130,6 +130,7 @@
       for (const b of plan.buffers) {
         const buf = make(size4(b.bytes), GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC);
         buffers.set(b.id, buf);
+        if (b.kind === 'constant') device.queue.writeBuffer(buf, 0, new Uint32Array(b.words));
         if (b.kind !== 'input') continue;  // outputs and intermediates start zeroed, as WebGPU creates them
         const data = inputs[b.id];
         if (!data) throw new Error(`input ${b.id} is missing`);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/rope.h"
 
 namespace bonfire::kernels {
 
@@ -22,6 +23,7 @@ struct NodePlan {
   std::vector<int64_t> out_shape = {};
   int64_t threads = 0;
   std::vector<BindingSlot::Field> fields = {};  // the Params struct (values unused: words below)
+  std::vector<std::pair<std::string, std::vector<float>>> tables = {};  // constant inputs the planner computed
   std::vector<uint32_t> words = {};
   ojson constants = ojson::object();
 
@@ -189,6 +191,108 @@ void plan_embedding(NodePlan& p) {
   p.field("width", "u32", (double)D);
 }
 
+// rope: the CPU op's own cos/sin tables (ops/rope.h, every scaling type)
+// as constant inputs; one invocation per output element.
+void plan_rope(NodePlan& p) {
+  if (p.in.size() != 1) p.bad("takes x");
+  p.f32_input(0, "x");
+  if (p.params.contains("offset") && p.params["offset"].is_string())
+    p.unsupported("param offset is the bind expression \"" + p.params["offset"].get<std::string>() + "\"; resolve it first");
+  const auto& x = p.in[0].shape;
+  if (x.size() < 2) p.bad("x must have rank 2 or more");
+  const int64_t C = x.back(), rows = numel(x) / std::max<int64_t>(1, C);
+  RopeTables t;
+  try {
+    t = rope_tables(p.params, rows);
+  } catch (const Error& e) {
+    p.bad(e.what());
+  }
+  if (C % t.head_dim != 0) p.bad("the last axis of x must be a multiple of param headDim");
+  p.out_shape = x;
+  p.threads = numel(x);
+  p.field("width", "u32", (double)C);
+  p.field("headDim", "u32", (double)t.head_dim);
+  p.field("half", "u32", (double)(t.rot_dim / 2));
+  p.field("interleaved", "u32", t.interleaved ? 1 : 0);
+  p.tables.push_back({"cos", std::move(t.cos)});
+  p.tables.push_back({"sin", std::move(t.sin)});
+}
+
+// cache_write: the cache with rows [offset, offset + T) replaced by the
+// values; one invocation per element of the cache.
+void plan_cache_write(NodePlan& p) {
+  p.known_params({"offset"});
+  if (p.in.size() != 2) p.bad("takes cache and values");
+  p.f32_input(0, "cache");
+  p.f32_input(1, "values");
+  const auto &cache = p.in[0].shape, &v = p.in[1].shape;
+  if (cache.empty() || v.empty() || cache.back() != v.back()) p.bad("values must be as wide as the cache");
+  const int64_t C = cache.back(), S = numel(cache) / std::max<int64_t>(1, C), T = numel(v) / std::max<int64_t>(1, C);
+  const double off = p.num("offset", NAN);
+  if (!(off >= 0) || off != std::floor(off) || off + T > S)
+    p.bad("writing rows at offset " + json(off).dump() + " overflows a cache of " + std::to_string(S) + " rows");
+  p.out_shape = cache;
+  p.threads = numel(cache);
+  p.field("width", "u32", (double)C);
+  p.field("first", "u32", off);
+  p.field("rows", "u32", (double)T);
+}
+
+// attention: one invocation per (query row, head): the visible keys' scores
+// (scale, softcap, explicit ALiBi slopes, an additive bias), their softmax
+// and the weighted values, as the CPU op; a NaN score makes the row NaN,
+// no visible key makes it zeros.
+void plan_attention(NodePlan& p) {
+  p.known_params({"heads", "headDim", "kvHeads", "vHeadDim", "causal", "posOffset", "scale", "softcap", "window",
+                  "alibiSlopes"});
+  if (p.in.size() < 3 || p.in.size() > 4) p.bad("takes q, k, v and an optional bias");
+  for (size_t i = 0; i < p.in.size(); ++i) p.f32_input(i, i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "bias");
+  auto positive = [&](const char* name, double fallback) {
+    const double v = p.num(name, fallback);
+    if (!(v > 0) || v != std::floor(v)) p.bad(std::string("param ") + name + " must be a positive integer");
+    return (int64_t)v;
+  };
+  const int64_t H = positive("heads", -1), D = positive("headDim", -1), KV = positive("kvHeads", (double)H),
+                Dv = positive("vHeadDim", (double)D);
+  if (H % KV) p.bad("param heads must be a multiple of param kvHeads");
+  const auto &q = p.in[0].shape, &k = p.in[1].shape, &v = p.in[2].shape;
+  if (q.size() != 2 || k.size() != 2 || v.size() != 2 || q[1] != H * D || k[1] != KV * D || v[1] != KV * Dv ||
+      k[0] != v[0])
+    p.bad("q, k, v must be [T, heads*headDim], [S, kvHeads*headDim], [S, kvHeads*vHeadDim]");
+  const int64_t T = q[0], S = k[0];
+  int bias = 0;
+  if (p.in.size() == 4) {
+    const auto& b = p.in[3].shape;
+    if (b.size() == 2 && b[0] == T && b[1] == S) bias = 1;
+    else if (b.size() == 3 && b[0] == H && b[1] == T && b[2] == S) bias = 2;
+    else p.bad("bias must be [T, S] or [heads, T, S]");
+  }
+  std::vector<float> slopes(H, 0.0f);
+  if (p.params.contains("alibiSlopes")) {
+    const json& a = p.params["alibiSlopes"];
+    if (!a.is_array() || (int64_t)a.size() != H) p.bad("param alibiSlopes must hold one number per head");
+    for (int64_t h = 0; h < H; ++h) slopes[h] = a[h].get<float>();
+  }
+  const double window = p.num("window", 0);
+  p.out_shape = {T, H * Dv};
+  p.threads = T * H;
+  p.field("heads", "u32", (double)H);
+  p.field("group", "u32", (double)(H / KV));
+  p.field("headDim", "u32", (double)D);
+  p.field("kvHeads", "u32", (double)KV);
+  p.field("keys", "u32", (double)S);
+  p.field("rows", "u32", (double)T);
+  p.field("causal", "u32", p.num("causal", 1) != 0 ? 1 : 0);
+  p.field("posOffset", "u32", p.num("posOffset", 0));
+  p.field("window", "u32", window);
+  p.field("bias", "u32", bias);
+  p.field("scale", "f32", p.num("scale", 1.0 / std::sqrt((double)D)));
+  p.field("softcap", "f32", p.num("softcap", 0));
+  p.constants["vHeadDim"] = Dv;
+  p.constants["hasBias"] = bias != 0;
+  p.tables.push_back({"slopes", std::move(slopes)});
+}
+
 struct GpuOpDef {
   const char* op;
   const char* shader;
@@ -204,6 +308,9 @@ const std::vector<GpuOpDef>& gpu_ops() {
       {"rmsnorm", "rmsnorm.wgsl.jinja", {"x", "gamma"}, plan_rmsnorm},
       {"matmul", "matmul.wgsl.jinja", {"a", "b"}, plan_matmul},
       {"embedding", "embedding.wgsl.jinja", {"ids", "table"}, plan_embedding},
+      {"rope", "rope.wgsl.jinja", {"x"}, plan_rope},
+      {"cache_write", "cache-write.wgsl.jinja", {"cache", "values"}, plan_cache_write},
+      {"attention", "attention.wgsl.jinja", {"q", "k", "v", "bias"}, plan_attention},
   };
   return table;
 }
@@ -224,7 +331,7 @@ GpuPlan plan_gpu_node(const std::string& op, const json& params, const std::vect
   if (!def) throw Error(ErrorCode::UnsupportedFeature, op + " has no GPU kernel here (ops with one: " +
                                                            json(gpu_op_names()).dump() + ")", "", op);
   NodePlan p{op, params, inputs};
-  if (inputs.size() != def->bindings.size()) p.bad("takes " + std::to_string(def->bindings.size()) + " inputs");
+  if (inputs.size() > def->bindings.size()) p.bad("takes at most " + std::to_string(def->bindings.size()) + " inputs");
   def->plan(p);
 
   GpuPlan plan;
@@ -234,6 +341,21 @@ GpuPlan plan_gpu_node(const std::string& op, const json& params, const std::vect
     const GpuValue& v = inputs[i];
     plan.buffers.push_back({v.id, "input", v.dtype, v.shape, stored_bytes(v)});
     slots.push_back({def->bindings[i], v.id, "read-only-storage", v.dtype == "float32" ? "f32" : "u32", "", {}});
+  }
+  if (op == "attention" && inputs.size() == 3) {  // no bias: a placeholder keeps the bindings fixed
+    plan.buffers.push_back({"bias", "constant", "float32", {1}, 4, {0}});
+    slots.push_back({"bias", "bias", "read-only-storage", "f32", "", {}});
+  }
+  for (auto& [name, values] : p.tables) {
+    GpuBuffer b{name, "constant", "float32", {(int64_t)values.size()}, (int64_t)values.size() * 4, {}};
+    for (float f : values) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      b.words.push_back(u);
+    }
+    if (b.words.empty()) b.words.push_back(0), b.bytes = 4;
+    plan.buffers.push_back(std::move(b));
+    slots.push_back({name, name, "read-only-storage", "f32", "", {}});
   }
   plan.buffers.push_back({output_id, "output", "float32", p.out_shape, numel(p.out_shape) * 4});
   slots.push_back({"y", output_id, "storage", "f32", "", {}});

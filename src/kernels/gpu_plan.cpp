@@ -195,8 +195,10 @@ std::string wgsl_declarations(const std::vector<BindingSlot>& slots) {
 json GpuPlan::to_json() const {
   json j = {{"variant", variant}, {"shaders", shaders}};
   j["buffers"] = json::array();
-  for (const auto& b : buffers)
+  for (const auto& b : buffers) {
     j["buffers"].push_back({{"id", b.id}, {"kind", b.kind}, {"dtype", b.dtype}, {"shape", b.shape}, {"bytes", b.bytes}});
+    if (b.kind == "constant") j["buffers"].back()["words"] = b.words;
+  }
   j["dispatches"] = json::array();
   for (const auto& d : dispatches) {
     json bindings = json::array();

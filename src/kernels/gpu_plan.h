@@ -47,10 +47,11 @@ namespace bonfire::kernels {
 
 struct GpuBuffer {
   std::string id;     // a tensor's role or an intermediate's id
-  std::string kind;   // "input", "output" or "intermediate"
+  std::string kind;   // "input", "output", "intermediate" or "constant"
   std::string dtype;  // "float32", "uint8", "uint32"
   std::vector<int64_t> shape;
   int64_t bytes = 0;  // numel * element size (the GPU buffer is this rounded up to 4, at least 4)
+  std::vector<uint32_t> words;  // a constant's contents (tables the planner computed)
 };
 
 struct GpuBinding {

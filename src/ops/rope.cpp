@@ -290,26 +290,13 @@ Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
 }
 
 void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
-  const RopeConfig c = parse_rope(p);
   const Tensor& x = *in[0];
   const int64_t rows = x.rows(), C = x.cols();
+  const RopeTables t = rope_tables(p.all(), rows);
+  const RopeConfig c{.head_dim = t.head_dim, .rot_dim = t.rot_dim, .interleaved = t.interleaved};
   const int64_t D = c.head_dim, R = c.rot_dim, half = R / 2, heads = C / D;
-  float attention = 1.0f;
-  const std::vector<float> inv = freqs(c, rows, &attention);
-
-  // One cos/sin pair per (row, frequency). The angle is the f32 product
-  // pos * inv_freq, as transformers forms it before taking cos and sin.
-  std::vector<float> cos_t(rows * half), sin_t(rows * half);
-  parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float pos = (float)(c.offset + (double)r);
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle = pos * inv[i];
-        cos_t[r * half + i] = (float)std::cos((double)angle) * attention;
-        sin_t[r * half + i] = (float)std::sin((double)angle) * attention;
-      }
-    }
-  });
+  const std::vector<float>& cos_t = t.cos;
+  const std::vector<float>& sin_t = t.sin;
 
   const float* xs = x.f32();
   float* o = out.f32();
@@ -340,6 +327,27 @@ void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
 }
 
 }  // namespace
+
+RopeTables rope_tables(const json& params, int64_t rows) {
+  const RopeConfig c = parse_rope(Params(params));
+  const int64_t half = c.rot_dim / 2;
+  float attention = 1.0f;
+  const std::vector<float> inv = freqs(c, rows, &attention);
+  RopeTables t{c.head_dim, c.rot_dim, c.interleaved, std::vector<float>(rows * half), std::vector<float>(rows * half)};
+  // One cos/sin pair per (row, frequency). The angle is the f32 product
+  // pos * inv_freq, as transformers forms it before taking cos and sin.
+  parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float pos = (float)(c.offset + (double)r);
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = pos * inv[i];
+        t.cos[r * half + i] = (float)std::cos((double)angle) * attention;
+        t.sin[r * half + i] = (float)std::sin((double)angle) * attention;
+      }
+    }
+  });
+  return t;
+}
 
 void register_rope_ops(std::vector<OpDef>& ops) {
   OpDef op;

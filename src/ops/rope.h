@@ -15,4 +15,15 @@ namespace bonfire {
 std::vector<float> rope_inv_freq(const nlohmann::json& scaling, double base, int64_t rot_dim, int64_t seq_len,
                                  float* attention);
 
+// The rope op's rotation for `rows` rows of x (params as the op takes
+// them, offset a number): cos and sin, [rows, rotaryDim / 2] each, with the
+// attention factor applied, and the layout. The CPU op and the GPU kernel
+// (kernels/gpu_ops.h) both rotate by these. Throws bad_graph on bad params.
+struct RopeTables {
+  int64_t head_dim = 0, rot_dim = 0;
+  bool interleaved = false;
+  std::vector<float> cos, sin;
+};
+RopeTables rope_tables(const nlohmann::json& params, int64_t rows);
+
 }  // namespace bonfire
