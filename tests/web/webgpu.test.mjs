@@ -123,6 +123,21 @@ function compare(got, want) {
   return { over, nan, maxAbs };
 }
 
+// Runs a plan in the page with inputs given as arrays of bytes by id;
+// resolves {[output]: numbers} or {error}.
+function runInPage(page, plan, inputs, output) {
+  return page.evaluate(async ({ plan, inputs, output }) => {
+    const bytes = {};
+    for (const [k, v] of Object.entries(inputs)) bytes[k] = new Uint8Array(v);
+    try {
+      const r = await self.BonfireWebGpu.runPlan(self.gpu.device, plan, bytes);
+      return { [output]: [...new Float32Array(r.outputs[output])] };
+    } catch (err) {
+      return { error: err.message };
+    }
+  }, { plan, inputs, output });
+}
+
 // Bytes of a golden tensor's data (numbers, or "NaN"/"Infinity" strings) as f32.
 const f32Bytes = (data) => [...new Uint8Array(new Float32Array(data.map(Number)).buffer)];
 
@@ -169,16 +184,7 @@ async function graphOps(page) {
         continue;
       }
       const plan = JSON.parse(r.stdout);
-      const result = await page.evaluate(async ({ plan, bytes }) => {
-        const inputs = {};
-        for (const [k, v] of Object.entries(bytes)) inputs[k] = new Uint8Array(v);
-        try {
-          const r = await self.BonfireWebGpu.runPlan(self.gpu.device, plan, inputs);
-          return { y: [...new Float32Array(r.outputs.y)] };
-        } catch (err) {
-          return { error: err.message };
-        }
-      }, { plan, bytes });
+      const result = await runInPage(page, plan, bytes, 'y');
       check(!result.error, `${op} ${c.name}: ${result.error}`);
       const want = c.expected[node.id];
       const got = result.y.map((v) => (Number.isNaN(v) ? NaN : v));
@@ -272,16 +278,7 @@ await main('web.webgpu', async () => {
         }
         applicable.add(variant);
         const plan = JSON.parse(r.stdout);
-        const result = await page.evaluate(async ({ plan, inputs }) => {
-          const bytes = {};
-          for (const [k, v] of Object.entries(inputs)) bytes[k] = new Uint8Array(v);
-          try {
-            const r = await self.BonfireWebGpu.runPlan(self.gpu.device, plan, bytes);
-            return { output: [...new Float32Array(r.outputs.output)], ms: r.ms };
-          } catch (err) {
-            return { error: err.message };
-          }
-        }, { plan, inputs });
+        const result = await runInPage(page, plan, inputs, 'output');
         check(!result.error, `${c.name} through ${variant}: ${result.error}`);
         const cmp = compare(result.output, want);
         check(cmp.over === 0 && cmp.nan === 0,
