@@ -321,7 +321,16 @@ struct WorkerCore::Impl {
     if (h.contains("call")) {
       json c = h["call"];
       if (h.contains("session") && c.is_object()) c["session"] = h["session"];
-      auto call = std::make_shared<const Call>(Call::parse(c, limits, inputs, inline_weights));
+      // A batched call's sessions are its rows': its graph (whose session
+      // refs the parser checks against a named session) is parsed as the
+      // first row's, and kept without one. A step scheduler may send a
+      // graph first in a batched call, to a worker that never saw it alone.
+      const json& rows = h.value("rows", json());
+      const bool batched = rows.is_array() && !rows.empty() && rows[0].is_object() && rows[0].contains("session");
+      if (batched && c.is_object() && !c.contains("session")) c["session"] = rows[0]["session"];
+      Call parsed = Call::parse(c, limits, inputs, inline_weights);
+      if (batched) parsed.session.clear();
+      auto call = std::make_shared<const Call>(std::move(parsed));
       if (!key.empty()) {
         std::lock_guard<std::mutex> lock(registered_mu);
         if (!registered.count(key)) {

@@ -1,0 +1,93 @@
+// The worker's protocol core (net/worker_core.h) driven with messages, as
+// the coordinator's link would: here, a graph whose first appearance on a
+// worker is in a batched call (`rows`), which a step scheduler may send
+// after a failover. It once failed with '"s:L0.kv.k" needs the call to name
+// a "session"' (the rows name the sessions, not the call), three times in a
+// row, and the worker was dropped (net.verify caught it once).
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "ir/generation.h"
+#include "ir/lower.h"
+#include "net/model_hash.h"
+#include "net/worker_core.h"
+
+namespace bonfire::net {
+namespace {
+
+using json = nlohmann::json;
+
+struct Replies {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, Message> by_req;
+
+  Message wait(int req) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return by_req.count(req) > 0; });
+    EXPECT_TRUE(by_req.count(req)) << "no reply to request " << req;
+    return by_req.count(req) ? by_req[req] : Message();
+  }
+};
+
+Tensor ids(const std::vector<float>& v) {
+  Tensor t = Tensor::empty({(int64_t)v.size()});
+  for (size_t i = 0; i < v.size(); ++i) t.f32()[i] = v[i];
+  return t;
+}
+
+TEST(WorkerCore, GraphFirstSentInABatchedCall) {
+  const std::string path = std::string(BONFIRE_SOURCE_DIR) + "/models/demo";
+  WorkerCoreOptions o;
+  o.quiet = true;
+  o.fetch_models = false;
+  WorkerCore core(o, {});
+  const ModelFingerprint fp = fingerprint_model(path);
+  core.add_model(path, fp);
+  Replies replies;
+  core.link_opened([&](Message m) {
+    std::lock_guard<std::mutex> lock(replies.mu);
+    replies.by_req[m.header.value("req", -1)] = std::move(m);
+    replies.cv.notify_all();
+  });
+
+  auto lowered = [&](const std::string& mode, int64_t tokens) {
+    const auto model = ir::LocalModel::open(path, {});
+    ir::LowerOptions lo;
+    lo.mode = mode;
+    lo.tokens = tokens;
+    lo.ctx = 64;
+    return ir::lower(model->ir(), lo, &model->weights());
+  };
+  // Two sessions read a 3-token prompt, each in its own call.
+  const json prefill = lowered("prefill", 3);
+  for (int r = 0; r < 2; ++r) {
+    Message m(json{{"type", "run"}, {"req", r + 1}, {"model", fp.id}, {"graph", "prefill-3"},
+                   {"session", "s" + std::to_string(r)}, {"bind", {{"pos", 0}, {"step", 0}}}, {"call", prefill}});
+    m.tensors["in:tokens"] = ids({1, 5, 9});
+    core.on_message(std::move(m));
+    const Message reply = replies.wait(r + 1);
+    ASSERT_EQ(reply.type(), "result") << reply.header.dump();
+  }
+  // Their next step together: the decode graph comes with this call.
+  json rows = json::array();
+  for (const char* sid : {"s0", "s1"}) rows.push_back({{"session", sid}, {"bind", {{"pos", 3}, {"step", 1}}}});
+  Message step(json{{"type", "run"}, {"req", 3}, {"model", fp.id}, {"graph", "decode"}, {"call", lowered("decode", 1)},
+                    {"rows", rows}});
+  step.tensors["in:tokens"] = ids({17, 23});
+  core.on_message(std::move(step));
+  const Message reply = replies.wait(3);
+  EXPECT_EQ(reply.type(), "result") << reply.header.dump();
+  // The graph is registered without a session: a later plain call names its own.
+  Message solo(json{{"type", "run"}, {"req", 4}, {"model", fp.id}, {"graph", "decode"}, {"session", "s0"},
+                    {"bind", {{"pos", 4}, {"step", 2}}}});
+  solo.tensors["in:tokens"] = ids({7});
+  core.on_message(std::move(solo));
+  EXPECT_EQ(replies.wait(4).type(), "result");
+  core.stop();
+}
+
+}  // namespace
+}  // namespace bonfire::net
