@@ -55,10 +55,7 @@ struct NodePlan {
   void field(const std::string& name, const std::string& type, double value) {
     fields.push_back({name, type, Expr::parse("0")});
     if (type == "f32") {
-      const float f = (float)value;
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      words.push_back(u);
+      words.push_back(f32_bits(value));
     } else {
       words.push_back((uint32_t)(int64_t)value);
     }
@@ -348,11 +345,7 @@ GpuPlan plan_gpu_node(const std::string& op, const json& params, const std::vect
   }
   for (auto& [name, values] : p.tables) {
     GpuBuffer b{name, "constant", "float32", {(int64_t)values.size()}, (int64_t)values.size() * 4, {}};
-    for (float f : values) {
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      b.words.push_back(u);
-    }
+    for (float f : values) b.words.push_back(f32_bits(f));
     if (b.words.empty()) b.words.push_back(0), b.bytes = 4;
     plan.buffers.push_back(std::move(b));
     slots.push_back({name, name, "read-only-storage", "f32", "", {}});

@@ -25,15 +25,7 @@ ojson template_value(const json& v) {
   return ojson(v);
 }
 
-// The bits of a 32-bit value (std::bit_cast is missing from emscripten's libc++).
-template <class T>
-uint32_t bits_of(T v) {
-  static_assert(sizeof(T) == 4);
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-uint32_t f32_bits(double x) { return bits_of((float)x); }
+int32_t as_i32(double v) { return (int32_t)v; }
 
 struct Planner {
   const Package& package;
@@ -106,7 +98,12 @@ struct Planner {
       const double v = scope.number(f.value);
       if (f.type == "f32") g.words.push_back(f32_bits(v));
       else if (f.type == "u32") g.words.push_back((uint32_t)whole_number(v, what + " \"" + f.value.source() + "\""));
-      else g.words.push_back(bits_of((int32_t)v));
+      else {
+        const int32_t i = as_i32(v);
+        uint32_t u;
+        std::memcpy(&u, &i, 4);
+        g.words.push_back(u);
+      }
     }
     while (g.words.size() % 4 || g.words.empty()) g.words.push_back(0);
     return g;
@@ -164,6 +161,14 @@ int64_t bytes_of(const std::string& dtype, const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+// memcpy: std::bit_cast is missing from emscripten's libc++.
+uint32_t f32_bits(double x) {
+  const float f = (float)x;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 
 std::array<int64_t, 3> thread_workgroups(int64_t threads, int64_t workgroup_size, const Device& device) {
   const int64_t groups = (threads + workgroup_size - 1) / workgroup_size;

@@ -51,7 +51,7 @@ struct GpuBuffer {
   std::string dtype;  // "float32", "uint8", "uint32"
   std::vector<int64_t> shape;
   int64_t bytes = 0;  // numel * element size (the GPU buffer is this rounded up to 4, at least 4)
-  std::vector<uint32_t> words;  // a constant's contents (tables the planner computed)
+  std::vector<uint32_t> words = {};  // a constant's contents (tables the planner computed)
 };
 
 struct GpuBinding {
@@ -85,6 +85,9 @@ using TemplateRenderer = std::function<std::string(const std::string& name, cons
 // The WGSL declarations of a binding set (binding i is slots[i]), then
 // `dispatchInfo` at binding slots.size(): the `bindings` variable above.
 std::string wgsl_declarations(const std::vector<BindingSlot>& slots);
+
+// The bits of x as an f32 (what a uniform word or a constant holds).
+uint32_t f32_bits(double x);
 
 // ceilDiv(threads, workgroup_size) workgroups as {x, y, 1}, folded into y
 // when over the device's maxComputeWorkgroupsPerDimension.

@@ -66,6 +66,21 @@ await main('hardening', async () => {
   const want = (await postJson(serve.url, '/api/v3/generate', { tokens: [1, 2, 3], maxTokens: 12 })).json.tokens;
   check(Array.isArray(want) && want.length > 0, 'a first generation');
 
+  // ---- a worker's device (hello "device") is kept bounded ----
+  checkEqual(local0.device?.type, 'cpu', "the local worker's device");
+  checkEqual(local0.device?.adapter, local0.simd, "the local worker's adapter is its SIMD target");
+  const odd = await fakeWorker(serve.port);
+  odd.send(message({ type: 'hello', protocol: 3, id: 'odd-device', ops: local0.ops, features: local0.features,
+                     threads: 1, memory: 1 << 20,
+                     device: { type: 'quantum', adapter: 'x'.repeat(1000), webgpu: { blob: 'y'.repeat(10000) } } }));
+  const shown = await waitFor(async () => (await workers(serve.url)).find((x) => x.id === 'odd-device'), 10000,
+                              'odd-device to join');
+  checkEqual(shown.device.type, 'cpu', 'an unknown device type');
+  check(shown.device.adapter.length <= 67, `a 1000-character adapter name is cut: ${shown.device.adapter.length}`);
+  check(shown.device.webgpu === undefined, 'a 10 KB webgpu description is dropped');
+  odd.socket.destroy();
+  await waitFor(async () => !(await workers(serve.url)).some((x) => x.id === 'odd-device'), 10000, 'odd-device to go');
+
   // ---- deep JSON: 100,000 nested '[' used to overflow the stack in dump() ----
   const graph = (extra) => `{"nodes": [{"id": "z", "op": "zeros", "params": {"shape": [2]}}], "outputs": ["z"]${extra}}`;
   for (const [where, body] of [
