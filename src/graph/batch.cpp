@@ -82,11 +82,11 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
     return w;
   };
   auto session_tensor = [&](size_t row, const Ref& r, const std::string& node) -> Tensor* {
-    auto& held = rows[row].session->tensors;
-    auto it = held.find(r.name);
-    if (it == held.end())
-      throw Error(ErrorCode::SessionNotFound, row_prefix(row) + "the session holds no tensor \"" + r.name + "\"", node);
-    return &it->second;
+    try {
+      return rows[row].session->find(r.name, node, true);
+    } catch (Error& e) {
+      throw Error(e.code, row_prefix(row) + e.what(), e.node);
+    }
   };
 
   // Pass 1: each row planned as its own call would be. Nothing is written.

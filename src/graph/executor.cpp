@@ -149,6 +149,23 @@ void run_node(const GraphNode& node, const OpInputs& in, const Params& params, T
   }
 }
 
+const Tensor* external_value(const Ref& r, const std::string& node, const std::map<std::string, Tensor>& inputs,
+                             const WeightLookup& weights, Session* session, bool need_data) {
+  switch (r.kind) {
+    case Ref::Input: return &inputs.at(r.name);
+    case Ref::Weight: {
+      const Tensor* w = weights ? weights(r.name) : nullptr;
+      if (!w) bad_graph("weight \"" + r.name + "\" was not given inline and the model has none of that name", node);
+      return w;
+    }
+    case Ref::Session:
+      if (!session) throw Error(ErrorCode::SessionNotFound, "the session holds no tensor \"" + r.name + "\"", node);
+      return session->find(r.name, node, need_data);
+    case Ref::Node: break;
+  }
+  return nullptr;
+}
+
 }  // namespace detail
 
 using detail::BufferPool;
@@ -173,25 +190,8 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   for (const auto& name : g.input_names)
     if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
 
-  // Where each reference's value lives before the run (inputs, weights,
-  // session tensors); node values come from `values`.
-  auto external = [&](const Ref& r, const std::string& node) -> const Tensor* {
-    switch (r.kind) {
-      case Ref::Input: return &inputs.at(r.name);
-      case Ref::Weight: {
-        const Tensor* w = weights ? weights(r.name) : nullptr;
-        if (!w) bad_graph("weight \"" + r.name + "\" was not given inline and the model has none of that name", node);
-        return w;
-      }
-      case Ref::Session: {
-        auto it = session ? session->tensors.find(r.name) : decltype(session->tensors.end()){};
-        if (!session || it == session->tensors.end())
-          throw Error(ErrorCode::SessionNotFound, "the session holds no tensor \"" + r.name + "\"", node);
-        return &it->second;
-      }
-      case Ref::Node: break;
-    }
-    return nullptr;
+  auto external = [&](const Ref& r, const std::string& node) {
+    return detail::external_value(r, node, inputs, weights, session, true);
   };
 
   // Pass 1: bind params, infer shapes, check limits. Nothing is written.
@@ -245,6 +245,35 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     for (const auto& [k, r] : g.retain) session->tensors[k] = r.kind == Ref::Node ? values[r.node] : *external(r, "");
   result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+std::vector<PlannedNode> plan_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
+                                    const WeightLookup& weights, Session* session, const Limits& limits) {
+  for (const auto& name : g.input_names)
+    if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
+  int64_t total_bytes = 0;
+  const std::vector<Planned> planned = detail::plan_nodes(
+      g, bind,
+      [&](const Ref& r, const std::string& node) {
+        return detail::external_value(r, node, inputs, weights, session, false)->desc();
+      },
+      limits, &total_bytes);
+  std::vector<PlannedNode> out;
+  for (const auto& p : planned) out.push_back({p.params, p.out});
+  return out;
+}
+
+void run_planned_node(const Graph& g, size_t i, const PlannedNode& plan, const OpInputs& in, Tensor& out) {
+  const GraphNode& node = g.nodes.at(i);
+  if (node.op->mutates_input >= 0) {
+    out = *in.at(node.op->mutates_input);
+  } else if (plan.out.dtype == DType::F32) {
+    out = Tensor::empty(plan.out.shape);
+  } else {
+    out.dtype = plan.out.dtype;
+    out.shape = plan.out.shape;
+  }
+  detail::run_node(node, in, plan.params, out);
 }
 
 RunResult run_call(const Call& call, Session* session, const Limits& limits, const WeightLookup& model_weights) {

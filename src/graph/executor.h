@@ -27,6 +27,23 @@ struct RunResult {
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const nlohmann::json& bind,
                     const WeightLookup& weights, Session* session, const Limits& limits);
 
+// The first pass alone, for a runner that executes the nodes elsewhere (the
+// browser worker's WebGPU steps, kernels/gpu_step.h): each node's bound
+// params and output, every limit checked, nothing run. Session tensors held
+// on a device (graph/session.h) count by their shape.
+struct PlannedNode {
+  Params params;
+  TensorDesc out;
+};
+std::vector<PlannedNode> plan_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                    const nlohmann::json& bind, const WeightLookup& weights, Session* session,
+                                    const Limits& limits);
+
+// Runs node i of `g` on the CPU as run_graph would, given its inputs (in
+// the node's order) and its plan; `out` gets a fresh buffer, or is the
+// mutated input.
+void run_planned_node(const Graph& g, size_t i, const PlannedNode& plan, const OpInputs& in, Tensor& out);
+
 // Convenience for a whole call: inline weights, then `model_weights`.
 RunResult run_call(const Call& call, Session* session, const Limits& limits,
                    const WeightLookup& model_weights = nullptr);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "graph/executor.h"
 #include "graph/graph.h"
 
 namespace bonfire::detail {
@@ -39,6 +40,12 @@ struct Planned {
 // The description of a value from outside the nodes (input, weight, session
 // tensor); throws when it does not exist.
 using ExternalDesc = std::function<TensorDesc(const Ref& r, const std::string& node)>;
+
+// Where a reference's value lives before the run (an input, a weight, a
+// session tensor; not a node). Throws when it does not exist, or when
+// `need_data` and it is a session tensor held on a device.
+const Tensor* external_value(const Ref& r, const std::string& node, const std::map<std::string, Tensor>& inputs,
+                             const WeightLookup& weights, Session* session, bool need_data);
 
 // Pass 1: binds every node's params, infers and checks its output shape and
 // the limits, adding the f32 bytes it allocates to `*total_bytes`. Nothing

@@ -1,11 +1,23 @@
 #include "graph/session.h"
 
+#include "core/error.h"
+
 namespace bonfire {
 
 int64_t Session::bytes() const {
   int64_t n = 0;
   for (const auto& [k, t] : tensors) n += t.nbytes();
   return n;
+}
+
+Tensor* Session::find(const std::string& name, const std::string& node, bool need_data) {
+  auto it = tensors.find(name);
+  if (it == tensors.end())
+    throw Error(ErrorCode::SessionNotFound, "the session holds no tensor \"" + name + "\"", node);
+  if (need_data && on_device(it->second))
+    throw Error(ErrorCode::SessionNotFound,
+                "the session's tensor \"" + name + "\" is held by this worker's GPU; this call cannot run there", node);
+  return &it->second;
 }
 
 std::shared_ptr<Session> SessionStore::get(const std::string& id, bool create) {

@@ -295,10 +295,7 @@ struct WorkerCore::Impl {
       if (type == "run") {
         run(m);
       } else if (type == "free") {
-        const std::string sid = m.header.value("session", "");
-        sessions.erase(sid);
-        std::lock_guard<std::mutex> lock(sessions_mu);
-        last_used.erase(sid);
+        forget({m.header.value("session", "")});
       } else if (type == "load_model") {
         load_model(m);
       } else {
@@ -403,6 +400,34 @@ struct WorkerCore::Impl {
       std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
+    if (!batched && !lie && !h.value("stepNumerics", false) && hooks.device_call) {
+      DeviceCall dc;
+      dc.call = call;
+      dc.inputs = inputs.empty() ? call->inputs : inputs;
+      dc.bind = binds[0];
+      dc.session = held[0];
+      auto owned = std::make_shared<std::map<std::string, Tensor>>(weights);
+      dc.weights = [owned, model](const std::string& name) -> const Tensor* {
+        auto it = owned->find(name);
+        if (it != owned->end()) return &it->second;
+        return model ? model->weights().find(name) : nullptr;
+      };
+      dc.model = model ? model_id : "";
+      dc.limits = limits;
+      const json req = h["req"];
+      dc.done = [this, req, t0](RunResult r) {
+        Message out(json{{"type", "result"},
+                         {"req", req},
+                         {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
+        out.tensors = std::move(r.outputs);
+        send(std::move(out));
+      };
+      dc.fail = [this, req, created](const Error& e) {
+        forget(created);
+        reply_error(req, e);
+      };
+      if (hooks.device_call(dc)) return;
+    }
     RunResult r;
     // --fault lie=P: this call's answer will be wrong (worker_fault.h).
     std::vector<LieFault::Sampled> sampled;
@@ -423,11 +448,7 @@ struct WorkerCore::Impl {
         r = run_graph(graph, in, binds[0], lookup, held[0].get(), limits);
       }
     } catch (...) {
-      for (const auto& sid : created) {
-        sessions.erase(sid);
-        std::lock_guard<std::mutex> lock(sessions_mu);
-        last_used.erase(sid);
-      }
+      forget(created);
       throw;
     }
     if (lying) log("fault: lied on call " + h["req"].dump() + ": " + lie->tell(r.outputs, sampled));
@@ -436,6 +457,23 @@ struct WorkerCore::Impl {
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
     out.tensors = std::move(r.outputs);
     send(std::move(out));
+  }
+
+  void forget(const std::vector<std::string>& sids) {
+    for (const auto& sid : sids) {
+      sessions.erase(sid);
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      last_used.erase(sid);
+    }
+  }
+
+  void forget_all() {
+    std::vector<std::string> sids;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      for (const auto& [sid, when] : last_used) sids.push_back(sid);
+    }
+    forget(sids);
   }
 
   ModelFetch checked_fetch(const json& h) {
@@ -548,6 +586,7 @@ std::string WorkerCore::id() {
   return impl_->id;
 }
 
+void WorkerCore::drop_sessions() { impl_->forget_all(); }
 std::set<std::string> WorkerCore::model_paths() {
   std::set<std::string> paths;
   std::lock_guard<std::mutex> lock(impl_->models_mu);

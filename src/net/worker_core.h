@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/executor.h"
+#include "graph/session.h"
 #include "net/frame.h"
 #include "net/model_hash.h"
 
@@ -62,9 +64,30 @@ struct ModelFetch {
   int64_t bytes = 0;             // all files together
 };
 
+// A call handed to a device runner instead of run here (the browser
+// worker's WebGPU steps, kernels/gpu_step.h): what run_graph would get, and
+// how to answer. The runner calls exactly one of done and fail, on any
+// thread; until then the call's weights, inputs and session stay alive.
+struct DeviceCall {
+  std::shared_ptr<const Call> call;
+  std::map<std::string, Tensor> inputs;
+  nlohmann::json bind;
+  std::shared_ptr<Session> session;  // null for a call without one
+  WeightLookup weights;
+  std::string model;                 // the model's id ("": inline weights only)
+  Limits limits;
+  // The outputs by name; the runner has already set the session's retained tensors.
+  std::function<void(RunResult)> done;
+  // The call fails with this error; a session the call created is forgotten.
+  std::function<void(const Error&)> fail;
+};
+
 class WorkerCore {
  public:
   struct Hooks {
+    // Optional: takes a plain (not batched) generation or graph call and
+    // returns true, or returns false to leave it to the CPU here.
+    std::function<bool(DeviceCall&)> device_call;
     // Puts a model's files where it can be opened, each checked against its
     // SHA-256, and returns the model's path and fingerprint. Throws Error.
     std::function<std::pair<std::string, ModelFingerprint>(const ModelFetch&)> fetch_model;
@@ -93,6 +116,8 @@ class WorkerCore {
 
   // Opens a model held here (a folder or GGUF file) under its fingerprint.
   void add_model(const std::string& path, const ModelFingerprint& fingerprint);
+  // Every session is forgotten (a device that held their tensors is lost).
+  void drop_sessions();
   // Paths of the models held now (a cache keeps them).
   std::set<std::string> model_paths();
 
