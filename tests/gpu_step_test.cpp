@@ -101,6 +101,10 @@ TEST(GpuStep, DemoStepsRunOnTheGpuButAllocationsAndTheLastRow) {
   const GpuStep q = d.step(dec, one, json{{"pos", 3}}, &s);
   EXPECT_EQ(q.gpu_nodes(), (int)dec.nodes.size());
   EXPECT_EQ(q.values.at("s:L0.kv.k").from, "state");
+  // cache_write on a session tensor writes it in place: its new value is the session's.
+  EXPECT_TRUE(dec.retain.empty());
+  EXPECT_EQ(q.retain.at("L3.kv.v"), "n:L3.kv.v");
+  EXPECT_EQ(q.retain.size(), 8u);
   try {
     run_graph(dec, one, json{{"pos", 3}}, d.weights(), &s, d.limits);
     FAIL() << "a device-held cache was read on the CPU";

@@ -3,7 +3,7 @@
 // only a browser can: the WebSocket to the coordinator, model downloads
 // checked by SHA-256 and kept in the Cache API, and reports to the page.
 //
-// Page → here: {cmd:'start', url, token, memory, threads, id}, {cmd:'stop'},
+// Page → here: {cmd:'start', url, token, memory, threads, id, gpu}, {cmd:'stop'},
 //              {cmd:'visible', visible}, {cmd:'profile', on} (for tuning)
 // Here → page: {type:'state', state, message}, {type:'stats', stats},
 //              {type:'log', text}, {type:'profile', report}
@@ -24,6 +24,9 @@ let reconnectTimer = null;
 let statsTimer = null;
 let fetching = null;    // {model, file, done, total} while a model downloads
 let lastState = '';
+let gpu = null;         // {device, description} while steps run on the tab's GPU
+let gpuChain = Promise.resolve();  // GPU steps, one after another
+let gpuSteps = 0;
 
 const post = (type, fields) => self.postMessage(Object.assign({ type }, fields));
 function setState(state, message = '') {
@@ -60,7 +63,7 @@ function start(m) {
     mainScriptUrlOrBlob: '/wasm/bonfire-worker.js',
     print: log,
     printErr: log,
-    bfSend, bfFetch, bfRefused, bfLog: log,
+    bfSend, bfFetch, bfRefused, bfLog: log, bfGpuStep, bfGpuRelease,
     onAbort: (what) => setState('error', 'the worker stopped: ' + what),
     onRuntimeInitialized: begin,
   };
@@ -73,29 +76,41 @@ function start(m) {
 }
 
 // The tab's WebGPU device, if the browser offers one: announced to the
-// coordinator (hello "device.webgpu"); steps still run in WebAssembly.
-async function webgpuDevice() {
+// coordinator (hello "device.webgpu") and, unless the page said gpu: false,
+// kept open to run steps on (src/apps/wasm/gpu_steps.h).
+async function openGpu() {
   try {
-    importScripts('/web/webgpu.js');
+    if (!self.BonfireWebGpu) importScripts('/web/webgpu.js');
     // A browser may take its time to say it has no adapter; joining does not wait for it.
-    const gpu = await Promise.race([self.BonfireWebGpu.open(),
+    const opened = await Promise.race([self.BonfireWebGpu.open(),
       new Promise((resolve) => setTimeout(() => resolve({ error: 'no answer from requestAdapter in 3 s' }), 3000))]);
-    if (gpu.error) {
-      log('WebGPU: ' + gpu.error);
+    if (opened.error) {
+      log('WebGPU: ' + opened.error);
       return null;
     }
-    gpu.device.destroy();  // nothing runs on it yet; its description is what is announced
-    return gpu.description;
+    return opened;
   } catch (err) {
     log('WebGPU: ' + err.message);
     return null;
   }
 }
 
+async function webgpuDevice() {
+  const opened = await openGpu();
+  if (!opened) return null;
+  if (opts.gpu === false) {
+    opened.device.destroy();  // announced only; steps run in WebAssembly
+  } else {
+    gpu = opened;
+    log(`WebGPU: steps run on ${opened.description.name}`);
+  }
+  return opened.description;
+}
+
 async function begin() {
   const webgpu = await webgpuDevice();
   const o = JSON.stringify({ token: opts.token || '', id: opts.id || '', memory: opts.memory, threads: opts.threads,
-                             coordinator: opts.url, webgpu });
+                             coordinator: opts.url, webgpu, gpuSteps: !!gpu });
   const p = cString(o);
   const rc = self.Module._bf_start(p);
   self.Module._free(p);
@@ -154,6 +169,76 @@ function stop() {
 }
 
 // ---- called by the module ----
+
+// A step program for the GPU (kernels/gpu_step.h): run after the ones before it.
+function bfGpuStep(job, text) {
+  const program = JSON.parse(text);
+  gpuChain = gpuChain.then(() => runGpuStep(job, program));
+}
+
+function bfGpuRelease(handle) {
+  if (gpu) self.BonfireWebGpu.releaseHandle(gpu.device, handle);
+}
+
+async function runGpuStep(job, program) {
+  const M = self.Module;
+  const withName = (id, f) => {
+    const p = cString(id);
+    try { return f(p); } finally { M._free(p); }
+  };
+  const host = {
+    value(id) {
+      const at = withName(id, (p) => M._bf_gpu_value(job, p));
+      const [ptr, n] = new Int32Array(M.wasmMemory.buffer, at, 2);
+      return ptr ? new Uint8Array(M.wasmMemory.buffer, ptr, n) : null;
+    },
+    put(id, buffer) {
+      const bytes = new Uint8Array(buffer);
+      const ptr = toWasm(bytes);  // the module takes it
+      if (withName(id, (p) => M._bf_gpu_put(job, p, ptr, bytes.length)) !== 0) throw new Error(`the worker refused ${id}`);
+    },
+    runCpu(item) {
+      const e = M._bf_gpu_run_cpu(job, item);
+      if (!e) return;
+      const message = M.UTF8ToString(e);
+      M._free(e);
+      throw new Error(message);
+    },
+  };
+  let retained = {};
+  let error = '';
+  try {
+    if (!gpu) throw new Error('the GPU device is gone');
+    const r = await self.BonfireWebGpu.runStep(gpu.device, program, host);
+    retained = r.retained;
+    for (const f of r.fellBack) log('WebGPU: ran on the CPU instead: ' + f);
+    gpuSteps += 1;
+  } catch (err) {
+    error = err.message || String(err);
+  }
+  const lost = error && (!gpu || /lost|destroyed/i.test(error));
+  // A lost device fails the call as a worker fault: the link closes first,
+  // so the coordinator moves the generation to another worker.
+  if (lost) gpuLost(error);
+  withName(JSON.stringify(retained), (r) => withName(error, (e) => M._bf_gpu_finish(job, r, e)));
+}
+
+// The device is gone: its sessions with it. The tab leaves, joins again,
+// and runs its steps on a fresh device if the browser grants one, else in
+// WebAssembly.
+function gpuLost(why) {
+  if (!gpu) return;
+  log('WebGPU: ' + why + '; the sessions it held are dropped and the tab joins again');
+  gpu = null;
+  self.Module._bf_gpu_lost();
+  if (ws) ws.close(1011, 'the GPU device was lost');
+  openGpu().then((opened) => {
+    if (!opened || stopped) return;
+    gpu = opened;
+    self.Module._bf_gpu_enable(1);
+    log(`WebGPU: steps run on ${opened.description.name} again`);
+  });
+}
 
 function bfSend(ptr, n) {
   const bytes = heap().slice(ptr, ptr + n);  // a copy: WebSocket.send takes no shared memory
@@ -265,6 +350,7 @@ function sendStats() {
   const stats = JSON.parse(self.Module.UTF8ToString(p));
   self.Module._free(p);
   stats.fetching = fetching;
+  stats.gpu = gpu ? { adapter: gpu.description.name, steps: gpuSteps } : null;
   stats.memory.used = stats.memory.heap;
   post('stats', { stats });
   if (stats.id && ws && !joined) {

@@ -199,5 +199,245 @@
     }
   }
 
-  root.BonfireWebGpu = { open, describe, runPlan };
+  // ---- whole steps (src/kernels/gpu_step.h) --------------------------------
+
+  const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+  const POOL_MAX_BYTES = 256 * 1048576;  // free buffers kept between steps
+
+  // What a device keeps between steps: weights by key (uploaded once),
+  // session tensors by handle, and free buffers by size.
+  const stepStates = new WeakMap();
+  function stepState(device) {
+    let st = stepStates.get(device);
+    if (!st) {
+      st = { weights: new Map(), handles: new Map(), nextHandle: 1, pool: new Map(), pooled: 0, lost: null };
+      device.lost.then((info) => { st.lost = info; });
+      stepStates.set(device, st);
+    }
+    return st;
+  }
+  function toPool(st, buf) {
+    if (st.pooled + buf.size > POOL_MAX_BYTES) return buf.destroy();
+    if (!st.pool.has(buf.size)) st.pool.set(buf.size, []);
+    st.pool.get(buf.size).push(buf);
+    st.pooled += buf.size;
+  }
+  function fromPool(st, size) {
+    const list = st.pool.get(size);
+    if (!list || !list.length) return null;
+    st.pooled -= size;
+    return list.pop();
+  }
+
+  // A session let go of a tensor the GPU held: its buffer is free again.
+  function releaseHandle(device, handle) {
+    const st = stepState(device);
+    const buf = st.handles.get(handle);
+    if (!buf) return;
+    st.handles.delete(handle);
+    toPool(st, buf);
+  }
+
+  // Bytes as writeBuffer takes them: an unshared copy padded to 4 bytes.
+  function padded(bytes) {
+    const out = new Uint8Array(size4(bytes.length));
+    out.set(bytes);
+    return out;
+  }
+
+  // Runs a step program. `host` is the worker's side:
+  //   value(id) → Uint8Array of the value's bytes on the CPU, or null
+  //   put(id, ArrayBuffer)  a value read back (the CPU item or the answer needs it)
+  //   runCpu(item)          runs CPU item `item` (its inputs are on the CPU); throws
+  // Resolves to {retained: {name: handle}, ms, gpuItems, cpuItems, readBacks}.
+  // A GPU item whose shader does not compile runs on the CPU instead (the
+  // error is in `fellBack`).
+  async function runStep(device, program, host) {
+    const t0 = performance.now();
+    const st = stepState(device);
+    const lostError = () => new Error(`the GPU device was lost (${st.lost.reason}): ${st.lost.message}`);
+    const values = program.values;
+    const onGpu = new Map();
+    const onHost = new Set();
+    const taken = new Set();         // buffers from the pool (or new) for this step
+    const freedNow = new Map();      // size -> buffers freed during this step: outputs only (see take)
+    const uniforms = [];
+    const fellBack = [];
+    let encoder = null;
+    let pass = null;
+    let readBacks = 0;
+    let cpuItems = 0;
+    let gpuItems = 0;
+    for (const [id, v] of Object.entries(values)) {
+      if (v.handle !== undefined) {
+        const buf = st.handles.get(v.handle);
+        if (!buf) throw new Error(`session tensor ${id} is not on this GPU (handle ${v.handle})`);
+        onGpu.set(id, buf);
+      } else if (v.from !== 'node') {
+        onHost.add(id);
+      }
+    }
+    const lastUse = new Map();
+    program.items.forEach((it, i) => it.in.forEach((id) => lastUse.set(id, i)));
+    const kept = new Set([...program.outputs.map((o) => o.value), ...Object.values(program.retain)]);
+
+    // A buffer freed during this step may still be read by commands encoded
+    // but not yet submitted, and queue.writeBuffer lands before them: only a
+    // GPU pass may write it again (its order is the encoder's).
+    const take = (bytes, byGpu) => {
+      const size = size4(bytes);
+      let buf = null;
+      if (byGpu && freedNow.has(size) && freedNow.get(size).length) buf = freedNow.get(size).pop();
+      if (!buf) buf = fromPool(st, size) || device.createBuffer({ size, usage: STORAGE() });
+      taken.add(buf);
+      return buf;
+    };
+    const release = (buf) => {
+      if (!freedNow.has(buf.size)) freedNow.set(buf.size, []);
+      freedNow.get(buf.size).push(buf);
+    };
+    const free = (id) => {
+      const buf = onGpu.get(id);
+      if (!buf || !taken.has(buf) || kept.has(id)) return;
+      onGpu.delete(id);
+      release(buf);
+    };
+    const upload = (id) => {
+      const v = values[id];
+      if (!v) throw new Error(`the step has no value ${id}`);
+      if (v.key && st.weights.has(v.key)) return onGpu.set(id, st.weights.get(v.key)).get(id);
+      const bytes = onHost.has(id) ? host.value(id) : null;
+      if (!bytes) throw new Error(`value ${id} is neither on the GPU nor on the CPU`);
+      if (bytes.length !== v.bytes) throw new Error(`value ${id}: ${bytes.length} bytes, the step says ${v.bytes}`);
+      let buf;
+      if (v.key) {
+        buf = device.createBuffer({ size: size4(v.bytes), usage: STORAGE() });
+        st.weights.set(v.key, buf);
+      } else {
+        buf = take(v.bytes, false);
+      }
+      device.queue.writeBuffer(buf, 0, padded(bytes));
+      onGpu.set(id, buf);
+      return buf;
+    };
+    const readBack = async (ids) => {
+      if (pass) { pass.end(); pass = null; }
+      if (!encoder) encoder = device.createCommandEncoder();
+      const reads = ids.map((id) => {
+        const buf = onGpu.get(id);
+        if (!buf) throw new Error(`value ${id} is neither on the GPU nor on the CPU`);
+        const size = size4(values[id].bytes);
+        const r = device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+        encoder.copyBufferToBuffer(buf, 0, r, 0, size);
+        return [id, r];
+      });
+      device.queue.submit([encoder.finish()]);
+      encoder = null;
+      for (const [id, r] of reads) {
+        try {
+          await r.mapAsync(GPUMapMode.READ);
+        } catch (err) {
+          throw st.lost ? lostError() : new Error(`reading ${id}: ${err.message}`);
+        }
+        host.put(id, r.getMappedRange().slice(0, values[id].bytes));
+        r.unmap();
+        r.destroy();
+        onHost.add(id);
+        readBacks += 1;
+      }
+    };
+    const runOnCpu = async (item, index) => {
+      await readBack(item.in.filter((id) => !onHost.has(id)));
+      host.runCpu(index);
+      onHost.add(item.out);
+      cpuItems += 1;
+    };
+    const runOnGpu = async (item) => {
+      const compiled = [];
+      for (const d of item.dispatches) compiled.push(await pipelineFor(device, program, d));
+      const local = new Map();
+      for (const b of item.buffers) {
+        if (b.kind === 'constant') {
+          const buf = take(b.bytes, false);
+          device.queue.writeBuffer(buf, 0, padded(new Uint8Array(new Uint32Array(b.words).buffer)));
+          local.set(b.id, buf);
+        } else if (b.kind === 'input') {
+          local.set(b.id, onGpu.get(b.id) || upload(b.id));
+        }
+      }
+      const out = take(values[item.out].bytes, true);
+      local.set(item.out, out);
+      if (!encoder) encoder = device.createCommandEncoder();
+      if (!pass) pass = encoder.beginComputePass();
+      for (const [i, d] of item.dispatches.entries()) {
+        const { pipeline, layout } = compiled[i];
+        const entries = d.bindings.map((b) => {
+          if (b.type === 'uniform') {
+            const u = device.createBuffer({ size: b.words.length * 4, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+            device.queue.writeBuffer(u, 0, new Uint32Array(b.words));
+            uniforms.push(u);
+            return { binding: b.binding, resource: { buffer: u } };
+          }
+          const buf = local.get(b.buffer);
+          if (!buf) throw new Error(`node ${item.id}: binding ${b.name} names ${b.buffer}, which the step has no buffer for`);
+          return { binding: b.binding, resource: { buffer: buf } };
+        });
+        pass.setPipeline(pipeline);
+        pass.setBindGroup(0, device.createBindGroup({ layout, entries }));
+        if (d.workgroups.every((n) => n > 0)) pass.dispatchWorkgroups(...d.workgroups);
+      }
+      for (const b of item.buffers) if (b.kind === 'constant') release(local.get(b.id));
+      onGpu.set(item.out, out);
+      gpuItems += 1;
+    };
+
+    device.pushErrorScope('validation');
+    device.pushErrorScope('out-of-memory');
+    let scopes = 2;
+    try {
+      for (const [index, item] of program.items.entries()) {
+        if (st.lost) throw lostError();
+        if (item.gpu) {
+          try {
+            await runOnGpu(item);
+          } catch (err) {
+            if (!/does not compile|shader/.test(err.message)) throw err;
+            fellBack.push(`${item.id}: ${err.message}`);
+            await runOnCpu(item, index);
+          }
+        } else {
+          await runOnCpu(item, index);
+        }
+        for (const id of item.in) if (lastUse.get(id) === index) free(id);
+        if (!lastUse.has(item.out)) free(item.out);
+      }
+      await readBack(program.outputs.map((o) => o.value).filter((id) => !onHost.has(id)));
+      scopes = 0;
+      const oom = await device.popErrorScope();
+      const invalid = await device.popErrorScope();
+      if (oom) throw new Error('the GPU is out of memory: ' + oom.message);
+      if (invalid) throw new Error('WebGPU refused the step: ' + invalid.message);
+      const retained = {};
+      const adopted = new Set();
+      for (const [name, id] of Object.entries(program.retain)) {
+        const buf = onGpu.get(id);
+        if (id.startsWith('s:') || !buf || !taken.has(buf) || adopted.has(buf)) continue;
+        const handle = st.nextHandle++;
+        st.handles.set(handle, buf);
+        taken.delete(buf);
+        adopted.add(buf);
+        retained[name] = handle;
+      }
+      return { retained, ms: performance.now() - t0, gpuItems, cpuItems, readBacks, fellBack };
+    } catch (err) {
+      throw st.lost ? lostError() : err;
+    } finally {
+      while (scopes-- > 0) await device.popErrorScope().catch(() => {});
+      if (pass) pass.end();
+      for (const buf of taken) toPool(st, buf);
+      for (const u of uniforms) u.destroy();
+    }
+  }
+
+  root.BonfireWebGpu = { open, describe, runPlan, runStep, releaseHandle };
 })(typeof self !== 'undefined' ? self : globalThis);

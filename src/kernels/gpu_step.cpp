@@ -107,6 +107,10 @@ GpuStep plan_gpu_step(const Graph& g, const std::vector<PlannedNode>& plan,
                       const std::function<TensorDesc(const Ref&)>& external, const Device& device,
                       const TemplateRenderer& render) {
   GpuStep step;
+  // A mutating op on a session tensor writes the session in place (no
+  // retain needed): the value it outputs, which on the GPU is a new buffer,
+  // becomes the session's tensor. aliases: value id -> session tensor name.
+  std::map<std::string, std::string> aliases;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     // A CPU node that writes an input in place would change a value the GPU
@@ -130,6 +134,15 @@ GpuStep plan_gpu_step(const Graph& g, const std::vector<PlannedNode>& plan,
       inputs.push_back({id, v.dtype, v.shape});
     }
     step.values[item.out] = value_of("node", plan[i].out);
+    if (node.op->mutates_input >= 0) {
+      const Ref& r = node.in.at(node.op->mutates_input);
+      const std::string id = gpu_value_id(g, r);
+      const std::string name = r.kind == Ref::Session ? r.name : aliases.count(id) ? aliases[id] : "";
+      if (!name.empty()) {
+        aliases[item.out] = name;
+        step.retain[name] = item.out;
+      }
+    }
     if (plan[i].out.dtype != DType::F32) {
       item.why_cpu = "its output is " + std::string(dtype_name(plan[i].out.dtype));
     } else {
@@ -149,7 +162,7 @@ GpuStep plan_gpu_step(const Graph& g, const std::vector<PlannedNode>& plan,
     if (!step.values.count(id)) step.values[id] = value_of(source_of(o), external(o));
     step.outputs.push_back({o.text(), id});
   }
-  for (const auto& [name, r] : g.retain) {
+  for (const auto& [name, r] : g.retain) {  // after the writes in place, as run_graph keeps them
     const std::string id = gpu_value_id(g, r);
     if (!step.values.count(id)) step.values[id] = value_of(source_of(r), external(r));
     step.retain[name] = id;

@@ -52,7 +52,9 @@ struct GpuStep {
   std::map<std::string, std::string> shaders;  // key -> WGSL, one key per distinct text
   std::vector<GpuStepItem> items;
   std::vector<std::pair<std::string, std::string>> outputs;  // the call's output name -> value id
-  std::map<std::string, std::string> retain;                 // session tensor name -> value id
+  // Session tensor name -> value id: the call's retain, and the session
+  // tensors a mutating op (cache_write) wrote in place.
+  std::map<std::string, std::string> retain;
   int gpu_nodes() const;
   nlohmann::json to_json() const;
 };

@@ -40,6 +40,12 @@ json device_of(const json& hello, const std::string& simd) {
   if (d.value("type", json()) == "webgpu") out["type"] = "webgpu";
   if (d.contains("adapter") && d["adapter"].is_string()) out["adapter"] = bounded_text(d["adapter"].get<std::string>(), 64);
   if (d.contains("webgpu") && d["webgpu"].is_object() && d["webgpu"].dump().size() <= 4096) out["webgpu"] = d["webgpu"];
+  if (out["type"] == "webgpu" && d.contains("gpuOps") && d["gpuOps"].is_array() && d["gpuOps"].size() <= 64) {
+    json ops = json::array();
+    for (const auto& o : d["gpuOps"])
+      if (o.is_string() && o.get<std::string>().size() <= 32) ops.push_back(o);
+    out["gpuOps"] = ops;
+  }
   return out;
 }
 

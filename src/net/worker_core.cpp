@@ -95,6 +95,11 @@ struct WorkerCore::Impl {
   json device() const {
     json d = {{"type", "cpu"}, {"adapter", simd::simd_target()}};
     if (opt.webgpu.is_object()) d["webgpu"] = opt.webgpu;
+    if (opt.webgpu.is_object() && !opt.gpu_ops.empty()) {
+      d["type"] = "webgpu";
+      d["adapter"] = opt.webgpu.value("name", std::string("webgpu"));
+      d["gpuOps"] = opt.gpu_ops;
+    }
     return d;
   }
 

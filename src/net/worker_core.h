@@ -36,9 +36,12 @@ struct WorkerCoreOptions {
   std::string id;                    // "" lets the coordinator name it
   std::string kind = "native";       // "browser" for a lent tab (hello "kind")
   // A WebGPU device the worker holds, in the device-file form
-  // (docs/KERNELS.md): announced as hello "device.webgpu". Steps still run
-  // on the CPU; the coordinator and the web page show what the tab has.
+  // (docs/KERNELS.md): announced as hello "device.webgpu", and shown by the
+  // coordinator and the web page.
   nlohmann::json webgpu = nullptr;
+  // The graph ops its steps run on that device (Hooks::device_call), the
+  // rest on the CPU: announced as hello "device.gpuOps", with type "webgpu".
+  std::vector<std::string> gpu_ops;
   std::string coordinator;           // its address, for the log
   int64_t memory = int64_t(4) << 30; // bytes this worker lends
   int64_t model_bytes_max = 0;       // largest model it accepts (0: 4 × memory, the files are mapped)

@@ -27,7 +27,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import {
-  BIN, SRC, check, checkEqual, log, main, runBonfire, startServe, stopProcess, tempDir, waitFor, workers,
+  BIN, SRC, check, checkEqual, log, main, postJson, runBonfire, runBonfireJson, startServe, stopProcess, tempDir,
+  waitFor, workers,
 } from '../net/harness.mjs';
 
 const CHROMIUM = process.env.BONFIRE_CHROMIUM || '/usr/bin/chromium';
@@ -36,7 +37,11 @@ const PACKAGE = path.join(SRC, 'spec', 'kernels', 'qmoe.json');
 const CASES = path.join(SRC, 'goldens', 'qmoe', 'cases');
 const DEVICE_FILE = path.join(SRC, 'tests', 'kernels', 'devices', 'swiftshader.json');
 const WASM_DIR = process.env.BONFIRE_WASM_DIR || path.join(path.dirname(BIN), 'wasm');
+const DEMO = path.join(SRC, 'models', 'demo');
+const PROMPT = 'Once upon a time';
 const ATOL = 1e-4;
+// BONFIRE_WEBGPU_PARTS=df runs only those parts (for whoever works on one).
+const wanted = (parts) => [...parts].some((p) => (process.env.BONFIRE_WEBGPU_PARTS || 'abcdefg').includes(p));
 const RTOL = 1e-4;
 
 // A page on loopback (WebGPU needs a secure context) that loads web/webgpu.js.
@@ -210,6 +215,84 @@ async function graphOps(page) {
       `left to the CPU: ${refused.join(', ') || 'none'}`);
 }
 
+// A tab lent to `serve --no-local-worker` (the only worker): d, f and g.
+// `bonfire generate --json` in one process: the reference.
+function reference({ prompt, maxTokens, temperature = 0, seed = 0 }) {
+  return runBonfireJson(['generate', '--model', DEMO, '--prompt', prompt, '--max-tokens', String(maxTokens),
+                         '--temperature', String(temperature), '--seed', String(seed), '--json']);
+}
+
+async function lentTab(browser) {
+  // d. a lent tab announces its adapter and what it runs there
+  check(fs.existsSync(path.join(WASM_DIR, 'bonfire-worker.wasm')),
+        `the browser worker is not built in ${WASM_DIR}: run scripts/build_wasm.sh`);
+  const token = 'webgpu-test';
+  const serve = await startServe(['--no-local-worker', '--model', DEMO, '--token', token, '--wasm-dir', WASM_DIR]);
+  const tab = await browser.newPage();
+  tab.on('console', (m) => { if (m.type() === 'error' || process.env.BONFIRE_TAB_CONSOLE) log(`tab console: ${m.text()}`); });
+  tab.on('crash', () => log('the tab crashed'));
+  await tab.goto(`${serve.url}/lend?token=${token}&threads=1`, { waitUntil: 'load' });
+  try {
+    await lentTabParts(browser, serve, tab, token);
+  } catch (err) {
+    log(`the tab's log:\n${await tab.locator('#log').innerText().catch(() => '(none)')}`);
+    throw err;
+  }
+  await tab.close();
+  check((await stopProcess(serve)) === 0, 'serve stops cleanly');
+}
+
+async function lentTabParts(browser, serve, tab, token) {
+  const joined = await waitFor(async () => (await workers(serve.url)).find((w) => w.kind === 'browser'), 180000,
+                               'the tab to join', 250);
+  log(`d. the tab's device: ${JSON.stringify({ ...joined.device, webgpu: joined.device.webgpu?.name })}`);
+  checkEqual(joined.device.type, 'webgpu', 'd. the tab runs its steps on WebGPU');
+  checkEqual(joined.device.webgpu?.adapterInfo?.architecture, 'swiftshader', 'd. the adapter the tab announces');
+  for (const op of ['matmul', 'attention', 'rmsnorm', 'rope'])
+    check((joined.device.gpuOps || []).includes(op), `d. the tab announces ${op} on the GPU: ${joined.device.gpuOps}`);
+  const home = await browser.newPage();
+  await home.goto(`${serve.url}/?token=${token}`, { waitUntil: 'load' });
+  const card = home.locator(`[data-worker-id="${joined.id}"] .device`);
+  await card.waitFor({ timeout: 15000 });
+  check((await card.innerText()).includes('WebGPU'), `d. the page's card shows the adapter: ${await card.innerText()}`);
+  await home.close();
+
+  // f. the demo's generations on the tab's GPU equal bonfire generate's
+  const worker = await waitFor(async () => tab.workers().find((w) => w.url().endsWith('/web/lend-worker.js')), 10000,
+                               'the lend page\'s Web Worker');
+  const gpuSteps = () => worker.evaluate(() => gpuSteps);
+  const headers = { Authorization: `Bearer ${token}` };
+  const generate = async (body) => {
+    const r = await postJson(serve.url, '/api/v3/generate', { model: 'demo', prompt: PROMPT, ...body }, { headers });
+    check(r.status === 200, `generate ${JSON.stringify(body)}: HTTP ${r.status}: ${r.text}`);
+    return r.json;
+  };
+  for (const sampling of [{ temperature: 0 }, { temperature: 0.8, seed: 11 }]) {
+    const want = reference({ prompt: PROMPT, maxTokens: 64, ...sampling });
+    const before = await gpuSteps();
+    const got = await generate({ maxTokens: 64, ...sampling });
+    for (const k of ['tokens', 'text', 'finishReason']) checkEqual(got[k], want[k], `f. ${JSON.stringify(sampling)}: ${k}`);
+    const steps = (await gpuSteps()) - before;
+    check(steps >= want.tokens.length, `f. only ${steps} of the ${want.tokens.length} steps ran on the GPU`);
+    log(`f. ${JSON.stringify(sampling)}: ${want.tokens.length} tokens equal to bonfire generate, ${steps} steps on ` +
+        `WebGPU, decode ${((got.tokens.length - 1) * 1000 / got.timings.decodeMs).toFixed(1)} tokens/s`);
+  }
+
+  // g. the device is lost mid-generation: the tab leaves, joins again on a
+  // fresh device, and the generation finishes with unchanged tokens
+  const want = reference({ prompt: PROMPT, maxTokens: 160, temperature: 0 });
+  const lostAt = (await gpuSteps()) + 20;
+  const pending = generate({ maxTokens: 160, temperature: 0 });
+  await waitFor(async () => (await gpuSteps()) >= lostAt, 60000, 'twenty steps on the GPU', 20);
+  await worker.evaluate(() => gpu.device.destroy());
+  log(`g. destroyed the tab's GPU device after ${lostAt} steps`);
+  const done = await pending;
+  for (const k of ['tokens', 'text', 'finishReason']) checkEqual(done[k], want[k], `g. after the device was lost: ${k}`);
+  const after = await worker.evaluate(() => ({ gpu: !!gpu, steps: gpuSteps }));
+  check(after.gpu && after.steps > lostAt, `g. the tab runs on a fresh device afterwards: ${JSON.stringify(after)}`);
+  log(`g. ${done.tokens.length} tokens unchanged after the device was lost; ${after.steps} GPU steps in all`);
+}
+
 await main('web.webgpu', async () => {
   check(fs.existsSync(PLAYWRIGHT), `playwright-core is missing at ${PLAYWRIGHT}: run scripts/fetch_web_test_deps.sh`);
   const { chromium } = await import(PLAYWRIGHT);
@@ -235,6 +318,7 @@ await main('web.webgpu', async () => {
         `${described.adapterInfo.subgroupMinSize}-${described.adapterInfo.subgroupMaxSize}`);
 
     // a. the committed device file is this adapter, as far as the package looks
+    if (wanted('a')) {
     if (process.env.BONFIRE_WRITE_DEVICE === '1') {
       const file = { ...described, name: 'swiftshader',
         description: 'Debian chromium\'s SwiftShader WebGPU adapter (--use-webgpu-adapter=swiftshader), as ' +
@@ -253,13 +337,15 @@ await main('web.webgpu', async () => {
     fs.writeFileSync(liveDevice, JSON.stringify(described));
     const shown = runBonfire(['kernel', 'device', '--device', liveDevice]);
     checkEqual(shown.code, 0, `bonfire kernel device accepts the adapter's description (${shown.stderr})`);
+    }
 
+    const index = JSON.parse(fs.readFileSync(path.join(CASES, 'INDEX.json'), 'utf8'));
     // b. every case through every variant that applies on the adapter
+    if (wanted('b')) {
     const pkg = JSON.parse(fs.readFileSync(PACKAGE, 'utf8'));
     const variants = pkg.variants.map((v) => v.id);
     const ran = Object.fromEntries(variants.map((v) => [v, 0]));
     const applicable = new Set();
-    const index = JSON.parse(fs.readFileSync(path.join(CASES, 'INDEX.json'), 'utf8'));
     let runs = 0;
     // No golden case has an empty intermediate size; ORT's output is all
     // zeros there (docs/QMOE.md), so one is made here for quant_zero_inter.
@@ -292,11 +378,13 @@ await main('web.webgpu', async () => {
     for (const v of applicable) check(ran[v] > 0, `variant ${v} applies on the adapter but ran no case`);
     for (const v of ['quant_zero_inter', 'quant_grouped_routed', 'quant_gemv_routed', 'quant_split_routed'])
       check(ran[v] > 0, `variant ${v} ran no case on SwiftShader`);
+    }
 
     // e. graph ops against their goldens
-    await graphOps(page);
+    if (wanted('e')) await graphOps(page);
 
     // c. a shader that does not compile, and a lost device
+    if (wanted('c')) {
     const firstCase = path.join(CASES, index.cases.find((x) => x.kind === 'output').name);
     const plan = JSON.parse(runBonfire(['kernel', 'plan', PACKAGE, '--case', firstCase, '--device', DEVICE_FILE]).stdout);
     const broken = JSON.parse(JSON.stringify(plan));
@@ -331,27 +419,9 @@ await main('web.webgpu', async () => {
     }, { plan, inputs });
     log(`a lost device: ${lost}`);
     check(/lost|destroyed|invalid/i.test(lost), `a destroyed device must fail the run saying so: ${lost}`);
+    }
 
-    // d. a lent tab announces its adapter
-    check(fs.existsSync(path.join(WASM_DIR, 'bonfire-worker.wasm')),
-          `the browser worker is not built in ${WASM_DIR}: run scripts/build_wasm.sh`);
-    const token = 'webgpu-test';
-    const serve = await startServe(['--no-local-worker', '--model', path.join(SRC, 'models', 'demo'), '--token', token,
-                                    '--wasm-dir', WASM_DIR]);
-    const tab = await browser.newPage();
-    await tab.goto(`${serve.url}/lend?token=${token}&threads=1`, { waitUntil: 'load' });
-    const joined = await waitFor(async () => (await workers(serve.url)).find((w) => w.kind === 'browser'), 180000,
-                                 'the tab to join', 250);
-    log(`d. the tab's device: ${JSON.stringify({ ...joined.device, webgpu: joined.device.webgpu?.name })}`);
-    checkEqual(joined.device.type, 'cpu', 'd. the tab runs its steps on the CPU');
-    checkEqual(joined.device.webgpu?.adapterInfo?.architecture, 'swiftshader', 'd. the adapter the tab announces');
-    const home = await browser.newPage();
-    await home.goto(`${serve.url}/?token=${token}`, { waitUntil: 'load' });
-    const card = home.locator(`[data-worker-id="${joined.id}"] .device`);
-    await card.waitFor({ timeout: 15000 });
-    check((await card.innerText()).includes('WebGPU'), `d. the page's card shows the adapter: ${await card.innerText()}`);
-    await tab.close();
-    check((await stopProcess(serve)) === 0, 'serve stops cleanly');
+    if (wanted('dfg')) await lentTab(browser);
   } finally {
     await browser.close();
     server.close();

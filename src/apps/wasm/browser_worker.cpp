@@ -37,10 +37,13 @@
 #include <mutex>
 #include <string>
 
+#include "apps/wasm/gpu_steps.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/threads.h"
+#include "graph/batch.h"
 #include "graph/profile.h"
+#include "kernels/gpu_ops.h"
 #include "net/frame.h"
 #include "net/worker_core.h"
 
@@ -119,14 +122,30 @@ std::pair<std::string, ModelFingerprint> fetch_model(const ModelFetch& f) {
   return {dir, fp};
 }
 
+// Whether a typed catch matches in this build (see WASM_FLAGS in
+// cmake/wasm.cmake): without it every error would end as "an unknown failure".
+__attribute__((noinline)) bool typed_catch_works(volatile int probe) {
+  try {
+    if (probe) throw Error(ErrorCode::BadGraph, "probe");
+  } catch (const Error&) {
+    return true;
+  } catch (...) {
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" {
 
 // Options: {"token", "id", "memory" (bytes), "threads", "coordinator" (for the log), "webgpu" (the
-// tab's WebGPU device as web/webgpu.js describes it, or null)}. Returns 0, or 1 with
+// tab's WebGPU device as web/webgpu.js describes it, or null), "gpuSteps" (run steps on it)}. Returns 0, or 1 with
 // the reason logged.
 EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
+  if (!typed_catch_works(1)) {
+    to_js_log("cannot start: this build of the worker cannot catch C++ exceptions by type (see cmake/wasm.cmake)");
+    return 1;
+  }
   try {
     const json o = parse_json(options_json, "the lend page's options");
     WorkerCoreOptions c;
@@ -135,6 +154,15 @@ EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
     c.id = o.value("id", "");
     c.coordinator = o.value("coordinator", "");
     if (o.contains("webgpu") && o["webgpu"].is_object()) c.webgpu = o["webgpu"];
+    // Steps on the tab's GPU (apps/wasm/gpu_steps.h) when the page holds the
+    // device open for them; a session then lives on the GPU, which the
+    // batched calls' CPU runner cannot read, so those are not announced.
+    std::function<bool(DeviceCall&)> gpu_hook;
+    if (c.webgpu.is_object() && o.value("gpuSteps", false)) {
+      gpu_hook = wasm::gpu_step_hook(kernels::parse_device(c.webgpu, "the tab's WebGPU adapter"));
+      c.gpu_ops = kernels::gpu_op_names();
+      c.disabled_features.insert(kBatchedCalls);
+    }
     c.memory = std::max<int64_t>(o.value("memory", int64_t(1) << 30), 16 << 20);
     // The weights are copied into the WebAssembly heap: a model must fit the
     // memory the volunteer set, beside the sessions' share.
@@ -155,7 +183,9 @@ EMSCRIPTEN_KEEPALIVE int bf_start(const char* options_json) {
       MAIN_THREAD_ASYNC_EM_ASM({ Module.bfRefused(UTF8ToString($0), $1); _free($0); }, js_owned(why), retry ? 1 : 0);
     };
     h.log = to_js_log;
+    h.device_call = gpu_hook;
     g_core = std::make_unique<WorkerCore>(c, h);
+    wasm::set_gpu_core(g_core.get());
     g_frame_limits.max_total_bytes = g_core->frame_max();
     return 0;
   } catch (const std::exception& e) {
