@@ -216,22 +216,27 @@ async function runGpuStep(job, program) {
   } catch (err) {
     error = err.message || String(err);
   }
-  const lost = error && (!gpu || /lost|destroyed/i.test(error));
-  // A lost device fails the call as a worker fault: the link closes first,
-  // so the coordinator moves the generation to another worker.
-  if (lost) gpuLost(error);
-  withName(JSON.stringify(retained), (r) => withName(error, (e) => M._bf_gpu_finish(job, r, e)));
+  // A step that failed on the GPU leaves the device in doubt (a lost
+  // device's promise may settle late or never): it is let go like a lost
+  // one. The link closes first, so the call fails as a worker fault and the
+  // coordinator moves the generation to another worker.
+  try {
+    if (error) gpuLost(error);
+  } finally {
+    withName(JSON.stringify(retained), (r) => withName(error, (e) => M._bf_gpu_finish(job, r, e)));
+  }
 }
 
-// The device is gone: its sessions with it. The tab leaves, joins again,
-// and runs its steps on a fresh device if the browser grants one, else in
-// WebAssembly.
+// The device is gone or in doubt: its sessions with it. The tab leaves,
+// joins again, and runs its steps on a fresh device if the browser grants
+// one, else in WebAssembly.
 function gpuLost(why) {
   if (!gpu) return;
   log('WebGPU: ' + why + '; the sessions it held are dropped and the tab joins again');
+  gpu.device.destroy();  // a device that stopped answering is let go for good
   gpu = null;
   self.Module._bf_gpu_lost();
-  if (ws) ws.close(1011, 'the GPU device was lost');
+  if (ws) ws.close(4000, 'the GPU device was lost');  // 4000-4999: the application's own codes
   openGpu().then((opened) => {
     if (!opened || stopped) return;
     gpu = opened;

@@ -203,6 +203,7 @@
 
   const STORAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
   const POOL_MAX_BYTES = 256 * 1048576;  // free buffers kept between steps
+  const GPU_WAIT_MS = 20000;  // the longest one wait of a step may take (a map, a compile)
 
   // What a device keeps between steps: weights by key (uploaded once),
   // session tensors by handle, and free buffers by size.
@@ -211,7 +212,7 @@
     let st = stepStates.get(device);
     if (!st) {
       st = { weights: new Map(), handles: new Map(), nextHandle: 1, pool: new Map(), pooled: 0, lost: null };
-      device.lost.then((info) => { st.lost = info; });
+      st.whenLost = device.lost.then((info) => { st.lost = info; });
       stepStates.set(device, st);
     }
     return st;
@@ -256,6 +257,18 @@
     const t0 = performance.now();
     const st = stepState(device);
     const lostError = () => new Error(`the GPU device was lost (${st.lost.reason}): ${st.lost.message}`);
+    // Whatever the step waits for, a lost device ends the wait, and so does
+    // silence: a map of a destroyed device may never settle, nor may the
+    // device's lost promise (chromium, SwiftShader). Such a GPU is as good as lost.
+    const unlessLost = (promise, what) => {
+      let timer;
+      const silence = new Promise((resolve, reject) => {
+        timer = setTimeout(() => reject(new Error(`the GPU device was lost: no answer in ${GPU_WAIT_MS / 1000} s (${what})`)),
+                           GPU_WAIT_MS);
+      });
+      return Promise.race([promise, silence, st.whenLost.then(() => { throw lostError(); })])
+        .finally(() => clearTimeout(timer));
+    };
     const values = program.values;
     const onGpu = new Map();
     const onHost = new Set();
@@ -335,7 +348,7 @@
       encoder = null;
       for (const [id, r] of reads) {
         try {
-          await r.mapAsync(GPUMapMode.READ);
+          await unlessLost(r.mapAsync(GPUMapMode.READ), `reading ${id}`);
         } catch (err) {
           throw st.lost ? lostError() : new Error(`reading ${id}: ${err.message}`);
         }
@@ -354,7 +367,7 @@
     };
     const runOnGpu = async (item) => {
       const compiled = [];
-      for (const d of item.dispatches) compiled.push(await pipelineFor(device, program, d));
+      for (const d of item.dispatches) compiled.push(await unlessLost(pipelineFor(device, program, d), `compiling ${d.shader}`));
       const local = new Map();
       for (const b of item.buffers) {
         if (b.kind === 'constant') {
@@ -413,8 +426,8 @@
       }
       await readBack(program.outputs.map((o) => o.value).filter((id) => !onHost.has(id)));
       scopes = 0;
-      const oom = await device.popErrorScope();
-      const invalid = await device.popErrorScope();
+      const oom = await unlessLost(device.popErrorScope(), 'its error scope');
+      const invalid = await unlessLost(device.popErrorScope(), 'its error scope');
       if (oom) throw new Error('the GPU is out of memory: ' + oom.message);
       if (invalid) throw new Error('WebGPU refused the step: ' + invalid.message);
       const retained = {};
@@ -432,7 +445,7 @@
     } catch (err) {
       throw st.lost ? lostError() : err;
     } finally {
-      while (scopes-- > 0) await device.popErrorScope().catch(() => {});
+      while (scopes-- > 0) await unlessLost(device.popErrorScope(), 'its error scope').catch(() => {});
       if (pass) pass.end();
       for (const buf of taken) toPool(st, buf);
       for (const u of uniforms) u.destroy();
