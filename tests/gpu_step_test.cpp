@@ -100,6 +100,7 @@ TEST(GpuStep, DemoStepsRunOnTheGpuButAllocationsAndTheLastRow) {
   const Graph dec = d.graph("decode", 1);
   const GpuStep q = d.step(dec, one, json{{"pos", 3}}, &s);
   EXPECT_EQ(q.gpu_nodes(), (int)dec.nodes.size());
+  EXPECT_LE(q.shaders.size(), 10u);  // one per kind of node and shape class, shared by the 4 layers
   EXPECT_EQ(q.values.at("s:L0.kv.k").from, "state");
   // cache_write on a session tensor writes it in place: its new value is the session's.
   EXPECT_TRUE(dec.retain.empty());

@@ -6,7 +6,7 @@
 // volunteer who sees nothing change cannot tell waiting from broken.
 //
 // The contract with lend-worker.js (postMessage):
-//   page -> worker: {cmd: 'start', url, token, memory (bytes), threads, id: ''},
+//   page -> worker: {cmd: 'start', url, token, memory (bytes), threads, id: '', gpu},
 //                   {cmd: 'stop'}, {cmd: 'visible', visible}
 //   worker -> page: {type: 'state', state, message}, {type: 'stats', stats}, {type: 'log', text}
 'use strict';
@@ -233,7 +233,9 @@ async function start() {
   w.onerror = (ev) => onWorkerError(w, ev);
   w.onmessageerror = () => log('a message from the worker could not be read');
   w.postMessage({ cmd: 'start', url: workerUrl(), token: s.token, memory: s.memoryMiB * 1024 * 1024,
-                  threads: s.threads, id: '' });
+                  threads: s.threads, id: '',
+                  // ?gpu=0: steps stay in WebAssembly even where the browser offers WebGPU.
+                  gpu: new URLSearchParams(location.search).get('gpu') !== '0' });
   w.postMessage({ cmd: 'visible', visible: !document.hidden });
   clearTimeout(page.silence);
   page.silence = setTimeout(() => {

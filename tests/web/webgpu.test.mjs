@@ -19,10 +19,17 @@
 //     case's tolerance;
 //  c. a shader that does not compile is refused naming its pass and
 //     template; a destroyed (lost) device makes a run fail saying so;
-//  d. a tab of this browser lent to `serve --no-local-worker` announces its
-//     adapter: /api/v3/workers lists device.webgpu (SwiftShader) beside
-//     device.type "cpu" (its steps run in WebAssembly), and the coordinator's
-//     page shows it.
+//  d. a tab of this browser lent to `serve --no-local-worker` runs its steps
+//     on WebGPU: /api/v3/workers lists device.type "webgpu", the adapter
+//     (SwiftShader) and the ops it runs there, and the coordinator's page
+//     shows it;
+//  f. the demo model's greedy and seeded generations on that tab alone equal
+//     `bonfire generate` in one process token for token, every step on the
+//     GPU (src/kernels/gpu_step.h);
+//  g. the tab's device destroyed mid-generation, a native worker standing
+//     by: the generation fails over with unchanged tokens, and the tab joins
+//     again and generates on a fresh device.
+// BONFIRE_WEBGPU_PARTS=dfg runs only those parts.
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
