@@ -27,6 +27,7 @@ let lastState = '';
 let gpu = null;         // {device, description} while steps run on the tab's GPU
 let gpuChain = Promise.resolve();  // GPU steps, one after another
 let gpuSteps = 0;
+const fellBackNodes = new Set();  // nodes whose shader did not compile, logged once
 
 const post = (type, fields) => self.postMessage(Object.assign({ type }, fields));
 function setState(state, message = '') {
@@ -211,7 +212,11 @@ async function runGpuStep(job, program) {
     if (!gpu) throw new Error('the GPU device is gone');
     const r = await self.BonfireWebGpu.runStep(gpu.device, program, host);
     retained = r.retained;
-    for (const f of r.fellBack) log('WebGPU: ran on the CPU instead: ' + f);
+    for (const f of r.fellBack) {
+      const node = f.slice(0, f.indexOf(':'));
+      if (!fellBackNodes.has(node)) log('WebGPU: ran on the CPU instead: ' + f);  // once per node
+      fellBackNodes.add(node);
+    }
     gpuSteps += 1;
   } catch (err) {
     error = err.message || String(err);

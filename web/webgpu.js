@@ -84,14 +84,21 @@
     const types = dispatch.bindings.map((b) => b.type).join(',');
     const key = types + '\n' + code;
     const hit = cache.get(key);
+    if (hit && hit.error) throw new Error(hit.error);  // a shader that did not compile is not tried again
     if (hit) return hit;
+    // Its own error scope: a shader that does not compile is this error,
+    // not a validation error of whatever scope the caller has open.
+    device.pushErrorScope('validation');
     const module = device.createShaderModule({ code, label: dispatch.shader });
     const info = await module.getCompilationInfo();
+    await device.popErrorScope();
     const errors = info.messages.filter((m) => m.type === 'error');
     if (errors.length) {
       const m = errors[0];
-      throw new Error(`pass ${dispatch.pass} (${dispatch.name}): shader ${dispatch.shader} does not compile: ` +
-                      `line ${m.lineNum}:${m.linePos}: ${m.message}`);
+      const error = `pass ${dispatch.pass} (${dispatch.name}): shader ${dispatch.shader} does not compile: ` +
+                    `line ${m.lineNum}:${m.linePos}: ${m.message}`;
+      cache.set(key, { error });
+      throw new Error(error);
     }
     const layout = device.createBindGroupLayout({
       entries: dispatch.bindings.map((b) => ({

@@ -26,10 +26,13 @@
 //  f. the demo model's greedy and seeded generations on that tab alone equal
 //     `bonfire generate` in one process token for token, every step on the
 //     GPU (src/kernels/gpu_step.h);
+//  h. silu's shader broken in the programs the tab receives: those nodes
+//     run on the CPU within each step, the tokens do not change, and the
+//     tab's log names the node and the compiler's complaint;
 //  g. the tab's device destroyed mid-generation, a native worker standing
 //     by: the generation fails over with unchanged tokens, and the tab joins
 //     again and generates on a fresh device.
-// BONFIRE_WEBGPU_PARTS=dfg runs only those parts.
+// BONFIRE_WEBGPU_PARTS=dfg runs only those parts (h runs with f).
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -284,6 +287,32 @@ async function lentTabParts(browser, serve, tab, token) {
     log(`f. ${JSON.stringify(sampling)}: ${want.tokens.length} tokens equal to bonfire generate, ${steps} steps on ` +
         `WebGPU, decode ${((got.tokens.length - 1) * 1000 / got.timings.decodeMs).toFixed(1)} tokens/s`);
   }
+
+  // h. a shader that does not compile mid-step: that node runs on the CPU
+  // within the step (its input read back, its output uploaded for the next
+  // GPU node) and the tokens do not change. The test breaks silu's WGSL in
+  // the programs the tab receives.
+  await worker.evaluate(() => {
+    const run = self.BonfireWebGpu.runStep;
+    const broken = (device, program, host) => {
+      for (const item of program.items)
+        if (item.gpu && item.id.endsWith('.silu'))
+          for (const d of item.dispatches) program.shaders[d.shader] = program.shaders[d.shader].replace('fn main', 'fn main_broken(');
+      return run(device, program, host);
+    };
+    broken.original = run;
+    self.BonfireWebGpu.runStep = broken;
+  });
+  const wantH = reference({ prompt: PROMPT, maxTokens: 24, temperature: 0 });
+  const beforeH = await gpuSteps();
+  const gotH = await generate({ maxTokens: 24, temperature: 0 });
+  checkEqual(gotH.tokens, wantH.tokens, 'h. tokens with silu on the CPU');
+  check((await gpuSteps()) - beforeH >= wantH.tokens.length, 'h. the steps still ran on the GPU');
+  const tabLog = await tab.locator('#log').innerText();
+  const fellBack = tabLog.split('\n').find((l) => l.includes('ran on the CPU instead') && l.includes('silu'));
+  check(fellBack && /does not compile/.test(fellBack), `h. the tab's log names the node that fell back:\n${tabLog}`);
+  log(`h. ${wantH.tokens.length} tokens unchanged with silu's shader broken; the tab: ${fellBack.trim().slice(0, 160)}`);
+  await worker.evaluate(() => { self.BonfireWebGpu.runStep = self.BonfireWebGpu.runStep.original; });
 
   // g. the device is lost mid-generation, with a native worker standing by:
   // the call fails as a worker fault, the generation fails over with
