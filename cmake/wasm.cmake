@@ -11,7 +11,7 @@
 # - no PCRE2/utf8proc (src/apps/wasm/text_unavailable.cpp): the coordinator
 #   tokenizes; a worker only runs graphs;
 # - no Boost/OpenSSL: the page owns the WebSocket and hashes with crypto.subtle;
-# - emscripten's exceptions, not WebAssembly's (see WASM_FLAGS).
+# - WebAssembly's exceptions with a landing-pad context of our own (see WASM_FLAGS).
 # Header-only libraries come from the system's include folder through a
 # folder of links, so emscripten's sysroot never sees the host's libc headers.
 set(BONFIRE_WASM_OUT ${CMAKE_BINARY_DIR}/wasm CACHE PATH "where bonfire-worker.{js,wasm,worker.js} go")
@@ -32,13 +32,13 @@ file(GLOB WASM_SRC CONFIGURE_DEPENDS
 list(APPEND WASM_SRC src/net/frame.cpp src/net/worker_core.cpp src/net/worker_fault.cpp
      src/net/model_fingerprint.cpp ${SPEC_CPP} ${WGSL_CPP})
 
-# Exceptions: emscripten's own (-fexceptions), not WebAssembly's: with
-# Debian's emscripten 3.1.6 on clang 14, -fwasm-exceptions under -pthread
-# matches no typed catch (a `catch (const Error&)` is skipped and only
-# `catch (...)` runs; the two disagree on whether __wasm_lpad_context is
-# thread-local), so every error would end as "an unknown failure". bf_start
-# checks that a typed catch works before it joins anyone.
-set(WASM_FLAGS -pthread -msimd128 -fexceptions)
+# Exceptions: WebAssembly's (-fwasm-exceptions; emscripten's own, in JS,
+# cost the tab about a third of its decode speed). Under -pthread, Debian's
+# clang 14 and emscripten 3.1.6 disagree on whether __wasm_lpad_context is
+# thread-local, and then no typed catch matches: src/apps/wasm/lpad_context.cpp
+# supplies the context as clang expects it. bf_start checks that a typed
+# catch matches before it joins anyone.
+set(WASM_FLAGS -pthread -msimd128 -fwasm-exceptions)
 add_executable(bonfire-worker ${WASM_SRC})
 target_include_directories(bonfire-worker PRIVATE src ${WASM_INCLUDE})
 target_compile_definitions(bonfire-worker PRIVATE HWY_COMPILE_ONLY_STATIC BONFIRE_NO_BLAS)
