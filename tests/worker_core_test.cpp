@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
+#include <thread>
 
+#include "core/error.h"
 #include "ir/generation.h"
 #include "ir/lower.h"
 #include "net/model_hash.h"
@@ -87,6 +90,100 @@ TEST(WorkerCore, GraphFirstSentInABatchedCall) {
   core.on_message(std::move(solo));
   EXPECT_EQ(replies.wait(4).type(), "result");
   core.stop();
+}
+
+// Hooks::device_call (the browser worker's GPU steps): a call handed over
+// is answered when the runner says so, from another thread; a call that
+// fails there forgets the session it created; a session tensor the device
+// holds is never read by the CPU engine.
+TEST(WorkerCore, DeviceCallsAnswerLaterAndFailCleanly) {
+  const std::string path = std::string(BONFIRE_SOURCE_DIR) + "/models/demo";
+  const ModelFingerprint fp = fingerprint_model(path);
+  const auto model = ir::LocalModel::open(path, {});
+  ir::LowerOptions lo;
+  lo.mode = "prefill";
+  lo.tokens = 3;
+  lo.ctx = 64;
+  const json prefill = ir::lower(model->ir(), lo, &model->weights());
+
+  std::mutex mu;
+  std::string mode = "run";  // what the runner does with the next call
+  std::vector<std::thread> runners;
+  WorkerCore::Hooks hooks;
+  hooks.device_call = [&](DeviceCall& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (mode == "cpu") return false;
+    runners.emplace_back([c = std::move(c), m = mode]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // answered after the hook returned
+      if (m == "fail") return c.fail(Error(ErrorCode::Internal, "the GPU device was lost"));
+      RunResult r = run_graph(c.call->graph, c.inputs, c.bind, c.weights, c.session.get(), c.limits);
+      if (m == "hold")  // the device keeps the caches: shape, no data
+        for (auto& [name, t] : c.session->tensors) {
+          Tensor held;
+          held.shape = t.shape;
+          t = held;
+        }
+      c.done(std::move(r));
+    });
+    return true;
+  };
+  WorkerCoreOptions o;
+  o.quiet = true;
+  o.fetch_models = false;
+  WorkerCore core(o, hooks), plain(o, {});
+  core.add_model(path, fp);
+  plain.add_model(path, fp);
+  Replies replies, reference;
+  core.link_opened([&](Message m) {
+    std::lock_guard<std::mutex> lock(replies.mu);
+    replies.by_req[m.header.value("req", -1)] = std::move(m);
+    replies.cv.notify_all();
+  });
+  plain.link_opened([&](Message m) {
+    std::lock_guard<std::mutex> lock(reference.mu);
+    reference.by_req[m.header.value("req", -1)] = std::move(m);
+    reference.cv.notify_all();
+  });
+  auto call = [&](WorkerCore& w, int req, const std::string& session) {
+    Message m(json{{"type", "run"}, {"req", req}, {"model", fp.id}, {"session", session},
+                   {"bind", {{"pos", 0}, {"step", 0}}}, {"call", prefill}});
+    m.tensors["in:tokens"] = ids({1, 5, 9});
+    w.on_message(std::move(m));
+  };
+
+  call(core, 1, "a");
+  call(plain, 1, "a");
+  const Message got = replies.wait(1), want = reference.wait(1);
+  ASSERT_EQ(got.type(), "result") << got.header.dump();
+  const Tensor& logits = got.tensors.at("logits");
+  ASSERT_EQ(logits.shape, want.tensors.at("logits").shape);
+  EXPECT_EQ(std::memcmp(logits.data, want.tensors.at("logits").data, logits.nbytes()), 0);
+
+  { std::lock_guard<std::mutex> lock(mu); mode = "fail"; }
+  call(core, 2, "b");
+  const Message failed = replies.wait(2);
+  EXPECT_EQ(failed.type(), "error");
+  EXPECT_NE(failed.header.dump().find("the GPU device was lost"), std::string::npos) << failed.header.dump();
+  EXPECT_EQ(core.stats()["sessions"], 1) << "the failed call's new session is forgotten";
+
+  { std::lock_guard<std::mutex> lock(mu); mode = "hold"; }
+  call(core, 3, "c");
+  ASSERT_EQ(replies.wait(3).type(), "result");
+  // a's caches in memory and c's on the device count alike: 8 caches of 64 rows of 128 f32 each.
+  EXPECT_EQ(core.stats()["sessionBytes"], 2 * 8 * 64 * 128 * 4) << "device-held tensors count by their shape";
+  { std::lock_guard<std::mutex> lock(mu); mode = "cpu"; }
+  lo.mode = "decode";
+  lo.tokens = 1;
+  Message next(json{{"type", "run"}, {"req", 4}, {"model", fp.id}, {"session", "c"}, {"bind", {{"pos", 3}, {"step", 1}}},
+                    {"call", ir::lower(model->ir(), lo, &model->weights())}});
+  next.tensors["in:tokens"] = ids({7});
+  core.on_message(std::move(next));
+  const Message refused = replies.wait(4);
+  EXPECT_EQ(refused.type(), "error");
+  EXPECT_NE(refused.header.dump().find("held by this worker's GPU"), std::string::npos) << refused.header.dump();
+  for (auto& t : runners) t.join();
+  core.stop();
+  plain.stop();
 }
 
 }  // namespace
