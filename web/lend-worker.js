@@ -27,6 +27,7 @@ let lastState = '';
 let gpu = null;         // {device, description} while steps run on the tab's GPU
 let gpuChain = Promise.resolve();  // GPU steps, one after another
 let gpuSteps = 0;
+let regainingGpu = false;  // a lost device is being replaced: joining waits for it
 const fellBackNodes = new Set();  // nodes whose shader did not compile, logged once
 
 const post = (type, fields) => self.postMessage(Object.assign({ type }, fields));
@@ -124,7 +125,7 @@ async function begin() {
 function connect() {
   clearTimeout(reconnectTimer);
   reconnectTimer = null;
-  if (stopped || refused || ws) return;
+  if (stopped || refused || ws || regainingGpu) return;
   setState('connecting', opts.url);
   joined = false;
   let socket;
@@ -241,12 +242,19 @@ function gpuLost(why) {
   gpu.device.destroy();  // a device that stopped answering is let go for good
   gpu = null;
   self.Module._bf_gpu_lost();
+  // The tab joins again once it knows whether it has a device, so its hello says where its steps run.
+  regainingGpu = true;
   if (ws) ws.close(4000, 'the GPU device was lost');  // 4000-4999: the application's own codes
   openGpu().then((opened) => {
-    if (!opened || stopped) return;
-    gpu = opened;
-    self.Module._bf_gpu_enable(1);
-    log(`WebGPU: steps run on ${opened.description.name} again`);
+    if (opened && !stopped) {
+      gpu = opened;
+      self.Module._bf_gpu_enable(1);
+      log(`WebGPU: steps run on ${opened.description.name} again`);
+    } else {
+      log('WebGPU: no fresh device; steps run in WebAssembly');
+    }
+    regainingGpu = false;
+    connect();
   });
 }
 

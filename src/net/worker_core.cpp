@@ -84,6 +84,7 @@ struct WorkerCore::Impl {
   std::string id;
   std::deque<Clock::time_point> served;  // step calls answered within kRateWindowS
   int64_t steps_served = 0;
+  std::vector<std::string> gpu_ops;  // opt.gpu_ops until set_gpu_ops
   std::unique_ptr<LieFault> lie;  // --fault lie=P (a test aid)
 
   void log(const std::string& s) {
@@ -92,13 +93,14 @@ struct WorkerCore::Impl {
 
   // Where the steps run (hello "device"): this CPU and its SIMD target, and
   // the WebGPU device a browser worker holds beside it.
-  json device() const {
+  json device() {
     json d = {{"type", "cpu"}, {"adapter", simd::simd_target()}};
     if (opt.webgpu.is_object()) d["webgpu"] = opt.webgpu;
-    if (opt.webgpu.is_object() && !opt.gpu_ops.empty()) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (opt.webgpu.is_object() && !gpu_ops.empty()) {
       d["type"] = "webgpu";
       d["adapter"] = opt.webgpu.value("name", std::string("webgpu"));
-      d["gpuOps"] = opt.gpu_ops;
+      d["gpuOps"] = gpu_ops;
     }
     return d;
   }
@@ -366,12 +368,14 @@ struct WorkerCore::Impl {
     require_features(call->graph, features());
     const std::string model_id = h.value("model", call->model);
     std::shared_ptr<const ir::LocalModel> model;
+    std::string model_hash;
     if (!model_id.empty()) {
       std::lock_guard<std::mutex> lock(models_mu);
       auto it = models.find(model_id);
       if (it == models.end())
         throw Error(ErrorCode::BadGraph, "this worker does not hold model \"" + model_id.substr(0, 64) + "\"");
       model = it->second.model;
+      model_hash = it->second.fingerprint.hash;
     }
     const std::map<std::string, Tensor>& weights = inline_weights.empty() ? call->weights : inline_weights;
     const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
@@ -417,7 +421,8 @@ struct WorkerCore::Impl {
         if (it != owned->end()) return &it->second;
         return model ? model->weights().find(name) : nullptr;
       };
-      dc.model = model ? model_id : "";
+      dc.model = model ? model_id + "@" + model_hash : "";
+      for (const auto& [name, t] : weights) dc.inline_weights.insert(name);
       dc.limits = limits;
       const json req = h["req"];
       dc.done = [this, req, t0](RunResult r) {
@@ -543,6 +548,7 @@ WorkerCore::WorkerCore(WorkerCoreOptions options, Hooks hooks) : impl_(new Impl)
   Impl& w = *impl_;
   w.opt = std::move(options);
   w.hooks = std::move(hooks);
+  w.gpu_ops = w.opt.gpu_ops;
   if (!w.opt.fault.empty()) w.lie = std::make_unique<LieFault>(w.opt.fault, w.opt.fault_seed);
   for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) lane->thread = std::thread([&w, lane] { w.lane_loop(*lane); });
 }
@@ -592,6 +598,10 @@ std::string WorkerCore::id() {
 }
 
 void WorkerCore::drop_sessions() { impl_->forget_all(); }
+void WorkerCore::set_gpu_ops(std::vector<std::string> ops) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->gpu_ops = std::move(ops);
+}
 std::set<std::string> WorkerCore::model_paths() {
   std::set<std::string> paths;
   std::lock_guard<std::mutex> lock(impl_->models_mu);

@@ -77,7 +77,8 @@ struct DeviceCall {
   nlohmann::json bind;
   std::shared_ptr<Session> session;  // null for a call without one
   WeightLookup weights;
-  std::string model;                 // the model's id ("": inline weights only)
+  std::string model;                 // "ID@HASH" of the model ("": inline weights only)
+  std::set<std::string> inline_weights;  // names the call gives itself (they shadow the model's)
   Limits limits;
   // The outputs by name; the runner has already set the session's retained tensors.
   std::function<void(RunResult)> done;
@@ -121,6 +122,9 @@ class WorkerCore {
   void add_model(const std::string& path, const ModelFingerprint& fingerprint);
   // Every session is forgotten (a device that held their tensors is lost).
   void drop_sessions();
+  // The ops its steps now run on the WebGPU device (WorkerCoreOptions::gpu_ops;
+  // empty: none, the device is gone): the next hello announces them.
+  void set_gpu_ops(std::vector<std::string> ops);
   // Paths of the models held now (a cache keeps them).
   std::set<std::string> model_paths();
 

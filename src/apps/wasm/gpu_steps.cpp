@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/gpu_ops.h"
 #include "kernels/gpu_step.h"
 #include "model/wgsl_renderer.h"
 
@@ -81,7 +82,7 @@ json program(Job& j, int id) {
       if (on_device(t)) v["handle"] = handle_of(t);
     }
     // A model's weights are uploaded once per tab; inline ones each call.
-    if (vid.rfind("w:", 0) == 0 && !j.call.model.empty() && j.call.call->weights.count(name) == 0)
+    if (vid.rfind("w:", 0) == 0 && !j.call.model.empty() && j.call.inline_weights.count(name) == 0)
       v["key"] = j.call.model + "/" + name;
   }
   if (!j.call.session) p["retain"] = json::object();
@@ -237,9 +238,14 @@ EMSCRIPTEN_KEEPALIVE void bf_gpu_finish(int id, const char* retained, const char
 // and steps run on the CPU until bf_gpu_enable(1) (a fresh device).
 EMSCRIPTEN_KEEPALIVE void bf_gpu_lost() {
   g_enabled = false;
-  if (g_core) g_core->drop_sessions();
+  if (!g_core) return;
+  g_core->drop_sessions();
+  g_core->set_gpu_ops({});  // the next hello says the steps run in WebAssembly
 }
 
-EMSCRIPTEN_KEEPALIVE void bf_gpu_enable(int on) { g_enabled = on != 0; }
+EMSCRIPTEN_KEEPALIVE void bf_gpu_enable(int on) {
+  g_enabled = on != 0;
+  if (g_core) g_core->set_gpu_ops(g_enabled ? kernels::gpu_op_names() : std::vector<std::string>{});
+}
 
 }  // extern "C"
