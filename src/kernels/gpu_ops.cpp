@@ -134,6 +134,49 @@ void plan_silu(NodePlan& p) {
   p.threads = numel(p.out_shape);
 }
 
+// slice: a window of the leading axis or of the last one (f32 only: a
+// packed weight's slice stays packed, on the CPU), as ops/shape_ops.cpp.
+void plan_slice(NodePlan& p) {
+  p.known_params({"start", "length", "axis"});
+  if (p.in.size() != 1) p.bad("takes 1 input");
+  p.f32_input(0, "a");
+  const auto& a = p.in[0].shape;
+  if (a.empty()) p.bad("input must have at least one axis");
+  const double axis = p.num("axis", 0);
+  const int64_t rank = (int64_t)a.size();
+  bool last;
+  if (axis == 0 && rank > 1) last = false;
+  else if (axis == 0 || axis == -1 || axis == rank - 1) last = true;
+  else p.bad("param axis must be 0 or the last axis (-1)");
+  const int64_t dim = last ? a.back() : a[0];
+  const double start = p.num("start", NAN), length = p.num("length", NAN);
+  if (!(start >= 0) || !(length >= 0) || start != std::floor(start) || length != std::floor(length) ||
+      start + length > dim)
+    p.bad("the slice is outside an axis of " + std::to_string(dim));
+  p.out_shape = a;
+  (last ? p.out_shape.back() : p.out_shape[0]) = (int64_t)length;
+  p.threads = numel(p.out_shape);
+  p.field("last", "u32", last ? 1 : 0);
+  p.field("width", "u32", (double)a.back());  // the input's last axis
+  p.field("start", "u32", start);
+  p.field("length", "u32", length);
+  p.field("inner", "u32", (double)(dim ? numel(a) / dim : 0));  // elements per leading index
+}
+
+// zeros: the shape, every element 0 (a pooled GPU buffer is not zeroed).
+void plan_zeros(NodePlan& p) {
+  p.known_params({"shape"});
+  if (!p.in.empty()) p.bad("takes no input");
+  const json* shape = p.params.is_object() && p.params.contains("shape") ? &p.params["shape"] : nullptr;
+  if (!shape || !shape->is_array()) p.bad("param shape must be an array");
+  for (const auto& d : *shape) {
+    if (!d.is_number() || d.get<double>() < 0 || d.get<double>() != std::floor(d.get<double>()))
+      p.bad("param shape must hold whole numbers");
+    p.out_shape.push_back(d.get<int64_t>());
+  }
+  p.threads = numel(p.out_shape);
+}
+
 // One invocation per group of channels (the row, unless groupSize).
 void plan_rmsnorm(NodePlan& p) {
   p.known_params({"eps", "groupSize", "weightOffset"});
@@ -308,6 +351,8 @@ const std::vector<GpuOpDef>& gpu_ops() {
       {"rope", "rope.wgsl.jinja", {"x"}, plan_rope},
       {"cache_write", "cache-write.wgsl.jinja", {"cache", "values"}, plan_cache_write},
       {"attention", "attention.wgsl.jinja", {"q", "k", "v", "bias"}, plan_attention},
+      {"slice", "slice.wgsl.jinja", {"a"}, plan_slice},
+      {"zeros", "zeros.wgsl.jinja", {}, plan_zeros},
   };
   return table;
 }

@@ -14,7 +14,8 @@
 //     where ORT has NaN); each such variant must run at least one case;
 //  e. the graph ops with a GPU kernel (kernels/gpu_ops.h: add, mul, silu,
 //     rmsnorm, matmul and embedding over f32, f16, bf16, q8_0 and q4_0
-//     weights), planned by `bonfire kernel plan-op`, against every one-node
+//     weights, rope, cache_write, attention, slice, zeros), planned by
+//     `bonfire kernel plan-op`, against every one-node
 //     case of their ops goldens (goldens/ops/, PyTorch's values) within the
 //     case's tolerance;
 //  c. a shader that does not compile is refused naming its pass and
@@ -156,10 +157,12 @@ function runInPage(page, plan, inputs, output) {
 // Bytes of a golden tensor's data (numbers, or "NaN"/"Infinity" strings) as f32.
 const f32Bytes = (data) => [...new Uint8Array(new Float32Array(data.map(Number)).buffer)];
 
-const GPU_OPS = ['add', 'mul', 'silu', 'rmsnorm', 'matmul', 'embedding', 'rope', 'cache_write', 'attention'];
+const GPU_OPS = ['add', 'mul', 'silu', 'rmsnorm', 'matmul', 'embedding', 'rope', 'cache_write', 'attention', 'slice',
+                 'zeros'];
 // What a kernel may refuse (the node then runs on the CPU): a param it has
-// no code for, or a bind expression the caller resolves first.
-const GPU_REFUSAL = /on WebGPU: param \w+ (has no GPU kernel here|is the bind expression)/;
+// no code for, a bind expression the caller resolves first, or a packed
+// input it does not read (a packed weight's slice stays packed).
+const GPU_REFUSAL = /on WebGPU: (param \w+ (has no GPU kernel here|is the bind expression)|\w+ is \w+, not float32)/;
 const PACKED_DTYPES = { f16: 'float16', bf16: 'bfloat16', q8_0: 'q8_0', q4_0: 'q4_0' };
 
 // e: every one-node case of the GPU ops' goldens through web/webgpu.js.
