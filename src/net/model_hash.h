@@ -35,4 +35,15 @@ std::string sha256_hex(const void* data, size_t n);
 // "..", printable ASCII.
 bool safe_name(const std::string& s);
 
+// A load_model request (the worker link), checked: names safe, sizes known.
+struct ModelFetch {
+  std::string model, hash;
+  std::vector<ModelFile> files;  // name, sha256, bytes (path unset)
+  int64_t bytes = 0;             // all files together
+};
+// Throws Error(BadGraph) naming what is malformed, or Error(TooLarge) when
+// the files add up to more than `max_bytes` (a worker lending `lent`
+// bytes), before a byte of them is fetched.
+ModelFetch parse_model_fetch(const nlohmann::json& request, int64_t max_bytes, int64_t lent);
+
 }  // namespace bonfire::net

@@ -45,12 +45,6 @@ int64_t tensor_bytes(const Message& m) {
   return n;
 }
 
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
-
 // Work of one kind, run in order on its own thread.
 struct Lane {
   explicit Lane(std::string n) : name(std::move(n)) {}
@@ -486,35 +480,11 @@ struct WorkerCore::Impl {
     forget(sids);
   }
 
-  ModelFetch checked_fetch(const json& h) {
-    ModelFetch f;
-    f.model = h.value("model", "");
-    f.hash = h.value("hash", "");
-    if (!safe_name(f.model) || !safe_name(f.hash)) throw Error(ErrorCode::BadGraph, "load_model: bad model id or hash");
-    if (!h.contains("files") || !h["files"].is_array()) throw Error(ErrorCode::BadGraph, "load_model: no files");
-    for (const auto& j : h["files"]) {
-      ModelFile file;
-      file.name = j.at("name");
-      file.sha256 = j.at("sha256");
-      file.bytes = j.at("bytes");
-      if (!safe_name(file.name) || !safe_name(file.sha256)) throw Error(ErrorCode::BadGraph, "load_model: bad file name");
-      if (file.bytes < 0) throw Error(ErrorCode::BadGraph, "load_model: negative file size");
-      f.bytes += file.bytes;
-      f.files.push_back(file);
-    }
-    // Refused before a byte is fetched, with the sizes named.
-    if (f.bytes > model_max())
-      throw Error(ErrorCode::TooLarge, "model " + f.model + " is " + mib(f.bytes) + ", more than the " +
-                                           mib(model_max()) + " this worker accepts (it lends " + mib(opt.memory) +
-                                           " of memory)");
-    return f;
-  }
-
   void load_model(Message& m) {
     const json& h = m.header;
     if (!opt.fetch_models || !hooks.fetch_model)
       throw Error(ErrorCode::BadGraph, "this worker does not accept models (--no-fetch)");
-    const ModelFetch f = checked_fetch(h);
+    const ModelFetch f = parse_model_fetch(h, model_max(), opt.memory);
     bool held;
     {
       std::lock_guard<std::mutex> lock(models_mu);

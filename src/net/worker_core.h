@@ -60,12 +60,6 @@ struct WorkerCoreOptions {
   uint64_t fault_seed = 0;  // the fault's coin; 0 draws one
 };
 
-// A load_model request, checked: names safe, sizes within the worker's limit.
-struct ModelFetch {
-  std::string model, hash;
-  std::vector<ModelFile> files;  // name, sha256, bytes (path unset)
-  int64_t bytes = 0;             // all files together
-};
 
 // A call handed to a device runner instead of run here (the browser
 // worker's WebGPU steps, kernels/gpu_step.h): what run_graph would get, and
