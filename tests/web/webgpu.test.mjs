@@ -26,7 +26,8 @@
 //     shows it;
 //  f. the demo model's greedy and seeded generations on that tab alone equal
 //     `bonfire generate` in one process token for token, every step on the
-//     GPU (src/kernels/gpu_step.h);
+//     GPU (src/kernels/gpu_step.h); a client's own graph on that tab runs
+//     on a lane, on its CPU (it once closed the tab's link);
 //  h. silu's shader broken in the programs the tab receives: those nodes
 //     run on the CPU within each step, the tokens do not change, and the
 //     tab's log names the node and the compiler's complaint;
@@ -290,6 +291,14 @@ async function lentTabParts(browser, serve, tab, token) {
     log(`f. ${JSON.stringify(sampling)}: ${want.tokens.length} tokens equal to bonfire generate, ${steps} steps on ` +
         `WebGPU, decode ${((got.tokens.length - 1) * 1000 / got.timings.decodeMs).toFixed(1)} tokens/s`);
   }
+
+  // A client's own graph runs on the tab's lane (a thread without the
+  // device): on its CPU, answered as usual.
+  const call = { inputs: { a: { shape: [3], data: [1, 2, 3] }, b: { shape: [3], data: [10, 20, 30] } },
+                 nodes: [{ id: 's', op: 'add', in: ['a', 'b'] }], outputs: ['s'] };
+  const graph = await postJson(serve.url, '/api/v3/graph', call, { headers });
+  check(graph.status === 200, `f. a client's graph on the tab: HTTP ${graph.status}: ${graph.text}`);
+  checkEqual(graph.json.outputs.s.data, [11, 22, 33], 'f. a client\'s graph on the tab');
 
   // h. a shader that does not compile mid-step: that node runs on the CPU
   // within the step (its input read back, its output uploaded for the next

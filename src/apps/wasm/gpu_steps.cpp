@@ -1,6 +1,7 @@
 #include "apps/wasm/gpu_steps.h"
 
 #include <emscripten.h>
+#include <emscripten/threading.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -105,7 +106,10 @@ void set_gpu_core(net::WorkerCore* core) { g_core = core; }
 std::function<bool(net::DeviceCall&)> gpu_step_hook(kernels::Device device) {
   auto render = kernels::memoized_renderer(render_wgsl);
   return [device = std::move(device), render](net::DeviceCall& c) {
-    if (!g_enabled) return false;
+    // Generation steps run on the runtime's own thread (inline_steps), where
+    // the page's WebGPU device lives; a client's graph on a lane (a pthread,
+    // another JS context without the device) runs on the CPU.
+    if (!g_enabled || !emscripten_is_main_runtime_thread()) return false;
     auto j = std::make_unique<Job>();
     const Graph& g = c.call->graph;
     try {

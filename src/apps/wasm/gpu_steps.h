@@ -23,8 +23,10 @@
 
 namespace bonfire::wasm {
 
-// The hook for WorkerCore::Hooks::device_call: takes a call when at least
-// one node runs on `device` or the session's tensors are held there.
+// The hook for WorkerCore::Hooks::device_call: takes a call made on the
+// runtime's own thread (generation steps; clients' graphs run on lanes and
+// stay on the CPU) when at least one node runs on `device` or the session's
+// tensors are held there.
 std::function<bool(net::DeviceCall&)> gpu_step_hook(kernels::Device device);
 
 // Where bf_gpu_lost drops the sessions.
