@@ -120,6 +120,22 @@
 
   const size4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
 
+  // Encodes one dispatch of a plan: its uniforms as new buffers (added to
+  // `made`, for the caller to destroy once the work is done), its storage
+  // bindings as `bufferOf(id)` gives them.
+  function encodeDispatch(device, pass, { pipeline, layout }, d, bufferOf, made) {
+    const entries = d.bindings.map((b) => {
+      if (b.type !== 'uniform') return { binding: b.binding, resource: { buffer: bufferOf(b.buffer) } };
+      const u = device.createBuffer({ size: b.words.length * 4, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      device.queue.writeBuffer(u, 0, new Uint32Array(b.words));
+      made.push(u);
+      return { binding: b.binding, resource: { buffer: u } };
+    });
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, device.createBindGroup({ layout, entries }));
+    if (d.workgroups.every((n) => n > 0)) pass.dispatchWorkgroups(...d.workgroups);
+  }
+
   // Runs `plan` with `inputs` ({role: ArrayBuffer or typed array}); resolves
   // to {outputs: {role: ArrayBuffer}, ms}.
   async function runPlan(device, plan, inputs) {
@@ -144,8 +160,8 @@
         const bytes = data instanceof ArrayBuffer ? new Uint8Array(data)
           : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
         if (bytes.length !== b.bytes) throw new Error(`input ${b.id}: ${bytes.length} bytes, the plan needs ${b.bytes}`);
-        const padded = bytes.length % 4 ? (() => { const p = new Uint8Array(size4(bytes.length)); p.set(bytes); return p; })() : bytes;
-        device.queue.writeBuffer(buf, 0, padded);
+        const aligned = bytes.length % 4 ? padded(bytes) : bytes;
+        device.queue.writeBuffer(buf, 0, aligned);
       }
       // Every shader compiled before anything is encoded: a failure leaves
       // no error scope open.
@@ -160,20 +176,8 @@
       device.pushErrorScope('out-of-memory');
       const encoder = device.createCommandEncoder();
       const pass = encoder.beginComputePass();
-      for (const [i, d] of plan.dispatches.entries()) {
-        const { pipeline, layout } = compiled[i];
-        const entries = d.bindings.map((b) => {
-          if (b.type === 'uniform') {
-            const u = make(b.words.length * 4, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
-            device.queue.writeBuffer(u, 0, new Uint32Array(b.words));
-            return { binding: b.binding, resource: { buffer: u } };
-          }
-          return { binding: b.binding, resource: { buffer: buffers.get(b.buffer) } };
-        });
-        pass.setPipeline(pipeline);
-        pass.setBindGroup(0, device.createBindGroup({ layout, entries }));
-        if (d.workgroups.every((n) => n > 0)) pass.dispatchWorkgroups(...d.workgroups);
-      }
+      for (const [i, d] of plan.dispatches.entries())
+        encodeDispatch(device, pass, compiled[i], d, (id) => buffers.get(id), made);
       pass.end();
       const reads = [];
       for (const b of plan.buffers) {
@@ -390,21 +394,10 @@
       if (!encoder) encoder = device.createCommandEncoder();
       if (!pass) pass = encoder.beginComputePass();
       for (const [i, d] of item.dispatches.entries()) {
-        const { pipeline, layout } = compiled[i];
-        const entries = d.bindings.map((b) => {
-          if (b.type === 'uniform') {
-            const u = device.createBuffer({ size: b.words.length * 4, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-            device.queue.writeBuffer(u, 0, new Uint32Array(b.words));
-            uniforms.push(u);
-            return { binding: b.binding, resource: { buffer: u } };
-          }
-          const buf = local.get(b.buffer);
-          if (!buf) throw new Error(`node ${item.id}: binding ${b.name} names ${b.buffer}, which the step has no buffer for`);
-          return { binding: b.binding, resource: { buffer: buf } };
-        });
-        pass.setPipeline(pipeline);
-        pass.setBindGroup(0, device.createBindGroup({ layout, entries }));
-        if (d.workgroups.every((n) => n > 0)) pass.dispatchWorkgroups(...d.workgroups);
+        for (const b of d.bindings)
+          if (b.type !== 'uniform' && !local.has(b.buffer))
+            throw new Error(`node ${item.id}: binding ${b.name} names ${b.buffer}, which the step has no buffer for`);
+        encodeDispatch(device, pass, compiled[i], d, (id) => local.get(id), uniforms);
       }
       for (const b of item.buffers) if (b.kind === 'constant') release(local.get(b.id));
       onGpu.set(item.out, out);

@@ -64,7 +64,7 @@ Tensor Tensor::view(DType dtype, const Shape& shape, void* data, std::shared_ptr
   return t;
 }
 
-int64_t Tensor::nbytes() const { return rows() * row_bytes(dtype, cols()); }
+int64_t Tensor::nbytes() const { return desc().nbytes(); }
 
 Tensor to_f32(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape);

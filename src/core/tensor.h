@@ -24,6 +24,7 @@ struct TensorDesc {
   int64_t numel() const { return shape_numel(shape); }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   int64_t rows() const { return shape.empty() ? 1 : numel() / (cols() ? cols() : 1); }
+  int64_t nbytes() const { return rows() * row_bytes(dtype, cols()); }  // as stored (packed rows included)
 };
 
 struct Tensor {

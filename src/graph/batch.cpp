@@ -212,12 +212,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
         p.out.shape[0] *= static_cast<int64_t>(B);
       }
       Tensor& out = one[i];
-      if (p.out.dtype == DType::F32) {
-        out = pool.take(p.out.shape);
-      } else {
-        out.dtype = p.out.dtype;
-        out.shape = p.out.shape;
-      }
+      detail::prepare_output(node, p.out, in, out, &pool);
       detail::run_node(node, in, p.params, out);
       ++nodes_once;
       for (auto& t : inputs_tmp) pool.give(t);
@@ -246,14 +241,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
         }
         Tensor& out = per_row[i][r];
         const detail::Planned& p = plan[r][i];
-        if (node.op->mutates_input >= 0) {
-          out = *in[node.op->mutates_input];
-        } else if (p.out.dtype == DType::F32) {
-          out = pool.take(p.out.shape);
-        } else {
-          out.dtype = p.out.dtype;
-          out.shape = p.out.shape;
-        }
+        detail::prepare_output(node, p.out, in, out, &pool);
         try {
           detail::run_node(node, in, p.params, out);
         } catch (Error& e) {

@@ -166,6 +166,30 @@ const Tensor* external_value(const Ref& r, const std::string& node, const std::m
   return nullptr;
 }
 
+std::vector<Planned> plan_call(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
+                               const WeightLookup& weights, Session* session, const Limits& limits, bool need_data,
+                               int64_t* total_bytes) {
+  for (const auto& name : g.input_names)
+    if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
+  return plan_nodes(
+      g, bind,
+      [&](const Ref& r, const std::string& node) {
+        return external_value(r, node, inputs, weights, session, need_data)->desc();
+      },
+      limits, total_bytes);
+}
+
+void prepare_output(const GraphNode& node, const TensorDesc& desc, const OpInputs& in, Tensor& out, BufferPool* pool) {
+  if (node.op->mutates_input >= 0) {
+    out = *in[node.op->mutates_input];  // shares the buffer: written in place
+  } else if (desc.dtype == DType::F32) {
+    out = pool ? pool->take(desc.shape) : Tensor::empty(desc.shape);
+  } else {
+    out.dtype = desc.dtype;
+    out.shape = desc.shape;
+  }
+}
+
 }  // namespace detail
 
 using detail::BufferPool;
@@ -187,17 +211,13 @@ void require_features(const Graph& g, const std::set<std::string>& available) {
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
                     const WeightLookup& weights, Session* session, const Limits& limits) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (const auto& name : g.input_names)
-    if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
-
   auto external = [&](const Ref& r, const std::string& node) {
     return detail::external_value(r, node, inputs, weights, session, true);
   };
 
   // Pass 1: bind params, infer shapes, check limits. Nothing is written.
   int64_t total_bytes = 0;
-  const std::vector<Planned> plan = detail::plan_nodes(
-      g, bind, [&](const Ref& r, const std::string& node) { return external(r, node)->desc(); }, limits, &total_bytes);
+  const std::vector<Planned> plan = detail::plan_call(g, inputs, bind, weights, session, limits, true, &total_bytes);
   int64_t output_bytes = 0;
   for (const auto& o : g.outputs) {
     const TensorDesc d = o.kind == Ref::Node ? plan[o.node].out : external(o, "")->desc();
@@ -225,14 +245,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     for (const auto& r : node.in)
       in.push_back(r.kind == Ref::Node ? &values[r.node] : const_cast<Tensor*>(external(r, node.id)));
     Tensor& out = values[i];
-    if (node.op->mutates_input >= 0) {
-      out = *in[node.op->mutates_input];  // shares the buffer: written in place
-    } else if (plan[i].out.dtype == DType::F32) {
-      out = pool.take(plan[i].out.shape);
-    } else {
-      out.dtype = plan[i].out.dtype;
-      out.shape = plan[i].out.shape;
-    }
+    detail::prepare_output(node, plan[i].out, in, out, &pool);
     detail::run_node(node, in, plan[i].params, out);
     for (const auto& r : node.in)
       if (r.kind == Ref::Node && last_use[r.node] == (int)i && !pinned[r.node]) pool.give(values[r.node]);
@@ -249,30 +262,13 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
 
 std::vector<PlannedNode> plan_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,
                                     const WeightLookup& weights, Session* session, const Limits& limits) {
-  for (const auto& name : g.input_names)
-    if (!inputs.count(name)) bad_graph("the call gives no input \"" + name + "\"");
   int64_t total_bytes = 0;
-  const std::vector<Planned> planned = detail::plan_nodes(
-      g, bind,
-      [&](const Ref& r, const std::string& node) {
-        return detail::external_value(r, node, inputs, weights, session, false)->desc();
-      },
-      limits, &total_bytes);
-  std::vector<PlannedNode> out;
-  for (const auto& p : planned) out.push_back({p.params, p.out});
-  return out;
+  return detail::plan_call(g, inputs, bind, weights, session, limits, false, &total_bytes);
 }
 
 void run_planned_node(const Graph& g, size_t i, const PlannedNode& plan, const OpInputs& in, Tensor& out) {
   const GraphNode& node = g.nodes.at(i);
-  if (node.op->mutates_input >= 0) {
-    out = *in.at(node.op->mutates_input);
-  } else if (plan.out.dtype == DType::F32) {
-    out = Tensor::empty(plan.out.shape);
-  } else {
-    out.dtype = plan.out.dtype;
-    out.shape = plan.out.shape;
-  }
+  detail::prepare_output(node, plan.out, in, out, nullptr);
   detail::run_node(node, in, plan.params, out);
 }
 

@@ -32,10 +32,7 @@ class BufferPool {
 };
 BufferPool& thread_buffer_pool();
 
-struct Planned {
-  Params params;
-  TensorDesc out;
-};
+using Planned = PlannedNode;  // graph/executor.h
 
 // The description of a value from outside the nodes (input, weight, session
 // tensor); throws when it does not exist.
@@ -46,6 +43,17 @@ using ExternalDesc = std::function<TensorDesc(const Ref& r, const std::string& n
 // `need_data` and it is a session tensor held on a device.
 const Tensor* external_value(const Ref& r, const std::string& node, const std::map<std::string, Tensor>& inputs,
                              const WeightLookup& weights, Session* session, bool need_data);
+
+// Pass 1 of a plain call (every input given, then plan_nodes over the
+// call's external values); `need_data` as above.
+std::vector<Planned> plan_call(const Graph& g, const std::map<std::string, Tensor>& inputs, const nlohmann::json& bind,
+                               const WeightLookup& weights, Session* session, const Limits& limits, bool need_data,
+                               int64_t* total_bytes);
+
+// Gives `out` what node `node` writes into: the mutated input, a buffer
+// from `pool` (or a fresh one when null), or, for a packed output, only its
+// dtype and shape (the op makes it a view).
+void prepare_output(const GraphNode& node, const TensorDesc& desc, const OpInputs& in, Tensor& out, BufferPool* pool);
 
 // Pass 1: binds every node's params, infers and checks its output shape and
 // the limits, adding the f32 bytes it allocates to `*total_bytes`. Nothing

@@ -30,15 +30,13 @@ const char* source_of(const Ref& r) {
 }
 
 GpuStepValue value_of(const std::string& from, const TensorDesc& d) {
-  GpuStepValue v{from, gpu_dtype(d.dtype), d.shape, 0};
-  v.bytes = (int64_t)(d.numel() / std::max<int64_t>(1, d.shape.empty() ? 1 : d.shape.back())) *
-            (int64_t)row_bytes(d.dtype, d.shape.empty() ? 1 : d.shape.back());
-  return v;
+  return {from, gpu_dtype(d.dtype), d.shape, d.nbytes()};
 }
 
-// Moves `plan`'s shaders into the step's (one key per text) and names its
-// constants after the node, so items share one buffer namespace.
-void adopt(GpuStep& step, GpuStepItem& item) {
+// Moves `plan`'s shaders into the step's (one key per text; `keys` maps
+// the step's texts to their keys) and names its constants after the node,
+// so items share one buffer namespace.
+void adopt(GpuStep& step, GpuStepItem& item, std::map<std::string, std::string>& keys) {
   std::map<std::string, std::string> rename;
   for (auto& b : item.plan.buffers) {
     if (b.kind != "constant") continue;
@@ -48,14 +46,9 @@ void adopt(GpuStep& step, GpuStepItem& item) {
   }
   std::map<std::string, std::string> shader_key;
   for (auto& [key, text] : item.plan.shaders) {
-    std::string found;
-    for (const auto& [k, t] : step.shaders)
-      if (t == text) found = k;
-    if (found.empty()) {
-      found = "s" + std::to_string(step.shaders.size());
-      step.shaders[found] = text;
-    }
-    shader_key[key] = found;
+    auto [it, added] = keys.emplace(text, "s" + std::to_string(step.shaders.size()));
+    if (added) step.shaders[it->second] = text;
+    shader_key[key] = it->second;
   }
   item.plan.shaders.clear();
   for (auto& d : item.plan.dispatches) {
@@ -111,6 +104,7 @@ GpuStep plan_gpu_step(const Graph& g, const std::vector<PlannedNode>& plan,
   // retain needed): the value it outputs, which on the GPU is a new buffer,
   // becomes the session's tensor. aliases: value id -> session tensor name.
   std::map<std::string, std::string> aliases;
+  std::map<std::string, std::string> shader_keys;  // WGSL text -> its key in step.shaders
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     // A CPU node that writes an input in place would change a value the GPU
@@ -149,7 +143,7 @@ GpuStep plan_gpu_step(const Graph& g, const std::vector<PlannedNode>& plan,
       try {
         item.plan = plan_gpu_node(node.op->name, plan[i].params.all(), inputs, item.out, device, render);
         item.gpu = true;
-        adopt(step, item);
+        adopt(step, item, shader_keys);
       } catch (const Error& e) {
         if (e.code != ErrorCode::UnsupportedFeature) throw;
         item.why_cpu = e.what();

@@ -371,10 +371,16 @@ struct WorkerCore::Impl {
       model = it->second.model;
       model_hash = it->second.fingerprint.hash;
     }
-    const std::map<std::string, Tensor>& weights = inline_weights.empty() ? call->weights : inline_weights;
-    const WeightLookup lookup = [&](const std::string& name) -> const Tensor* {
-      auto it = weights.find(name);
-      if (it != weights.end()) return &it->second;
+    // The call's own weights (this message's, else the registered graph's,
+    // kept alive by `call`), then the model's. Shared, not copied: a device
+    // call may outlive this function.
+    using WeightMap = std::map<std::string, Tensor>;
+    const std::shared_ptr<const WeightMap> weights =
+        inline_weights.empty() ? std::shared_ptr<const WeightMap>(call, &call->weights)
+                               : std::make_shared<const WeightMap>(std::move(inline_weights));
+    const WeightLookup lookup = [weights, model](const std::string& name) -> const Tensor* {
+      auto it = weights->find(name);
+      if (it != weights->end()) return &it->second;
       return model ? model->weights().find(name) : nullptr;
     };
     // One row per session: a plain call is one row (graph/batch.h for many).
@@ -403,29 +409,18 @@ struct WorkerCore::Impl {
       std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
-    if (!batched && !lie && !h.value("stepNumerics", false) && hooks.device_call) {
+    if (hooks.device_call && !batched && !lie && !h.value("stepNumerics", false)) {
       DeviceCall dc;
       dc.call = call;
       dc.inputs = inputs.empty() ? call->inputs : inputs;
       dc.bind = binds[0];
       dc.session = held[0];
-      auto owned = std::make_shared<std::map<std::string, Tensor>>(weights);
-      dc.weights = [owned, model](const std::string& name) -> const Tensor* {
-        auto it = owned->find(name);
-        if (it != owned->end()) return &it->second;
-        return model ? model->weights().find(name) : nullptr;
-      };
+      dc.weights = lookup;
+      dc.inline_weights = weights;
       dc.model = model ? model_id + "@" + model_hash : "";
-      for (const auto& [name, t] : weights) dc.inline_weights.insert(name);
       dc.limits = limits;
       const json req = h["req"];
-      dc.done = [this, req, t0](RunResult r) {
-        Message out(json{{"type", "result"},
-                         {"req", req},
-                         {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
-        out.tensors = std::move(r.outputs);
-        send(std::move(out));
-      };
+      dc.done = [this, req, t0](RunResult r) { send_result(req, t0, std::move(r)); };
       dc.fail = [this, req, created](const Error& e) {
         forget(created);
         reply_error(req, e);
@@ -456,8 +451,12 @@ struct WorkerCore::Impl {
       throw;
     }
     if (lying) log("fault: lied on call " + h["req"].dump() + ": " + lie->tell(r.outputs, sampled));
+    send_result(h["req"], t0, std::move(r));
+  }
+
+  void send_result(const json& req, Clock::time_point t0, RunResult r) {
     Message out(json{{"type", "result"},
-                     {"req", h["req"]},
+                     {"req", req},
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
     out.tensors = std::move(r.outputs);
     send(std::move(out));

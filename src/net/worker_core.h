@@ -72,7 +72,8 @@ struct DeviceCall {
   std::shared_ptr<Session> session;  // null for a call without one
   WeightLookup weights;
   std::string model;                 // "ID@HASH" of the model ("": inline weights only)
-  std::set<std::string> inline_weights;  // names the call gives itself (they shadow the model's)
+  // The weights the call gives itself (they shadow the model's).
+  std::shared_ptr<const std::map<std::string, Tensor>> inline_weights;
   Limits limits;
   // The outputs by name; the runner has already set the session's retained tensors.
   std::function<void(RunResult)> done;

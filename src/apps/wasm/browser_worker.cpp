@@ -38,6 +38,7 @@
 #include <string>
 
 #include "apps/wasm/gpu_steps.h"
+#include "apps/wasm/js_owned.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/threads.h"
@@ -49,6 +50,7 @@
 
 using namespace bonfire;
 using namespace bonfire::net;
+using bonfire::wasm::js_owned;
 
 namespace {
 
@@ -73,14 +75,6 @@ std::mutex g_fetch_mu;
 std::condition_variable g_fetch_cv;
 std::map<int, PendingFetch> g_fetches;
 int g_next_fetch = 1;
-
-// A heap copy of `s` that JS frees once it has used it.
-char* js_owned(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = 0;
-  return p;
-}
 
 void to_js_log(const std::string& text) {
   MAIN_THREAD_ASYNC_EM_ASM({ Module.bfLog(UTF8ToString($0)); _free($0); }, js_owned(text));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/wasm/js_owned.h"
 #include "core/error.h"
 #include "kernels/gpu_ops.h"
 #include "kernels/gpu_step.h"
@@ -16,6 +17,7 @@
 
 using namespace bonfire;
 using json = nlohmann::json;
+using bonfire::wasm::js_owned;
 
 namespace {
 
@@ -33,12 +35,6 @@ int g_next_job = 1;
 net::WorkerCore* g_core = nullptr;
 bool g_enabled = true;  // off between a lost device and a fresh one
 int32_t g_value_answer[2];
-
-char* js_owned(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  std::memcpy(p, s.data(), s.size() + 1);
-  return p;
-}
 
 // A device-held tensor's owner: the buffer's handle, released in JS when
 // the session lets go of it (freed, expired, replaced by the next step).
@@ -83,7 +79,7 @@ json program(Job& j, int id) {
       if (on_device(t)) v["handle"] = handle_of(t);
     }
     // A model's weights are uploaded once per tab; inline ones each call.
-    if (vid.rfind("w:", 0) == 0 && !j.call.model.empty() && j.call.inline_weights.count(name) == 0)
+    if (vid.rfind("w:", 0) == 0 && !j.call.model.empty() && j.call.inline_weights->count(name) == 0)
       v["key"] = j.call.model + "/" + name;
   }
   if (!j.call.session) p["retain"] = json::object();
