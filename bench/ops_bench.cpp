@@ -18,6 +18,7 @@
 
 #include "core/threads.h"
 #include "ops/gemm.h"
+#include "ops/simd.h"
 
 using namespace bonfire;
 using Clock = std::chrono::steady_clock;
@@ -57,6 +58,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[i + 1]);
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
+    std::string why;
+    if (std::string(argv[i]) == "--simd" && !simd::limit_simd_target(argv[i + 1], &why)) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return 2;
+    }
   }
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--cpu-time") g_cpu_time = true;
@@ -117,6 +123,24 @@ int main(int argc, char** argv) {
       gemm_nt(xs.data(), M, K, WeightRows{DType::Q8_0, q.data(), N, K}, out.data(), N);
     }, 10);
     std::printf("q8_0 int8 x %lld rows: %.1f us (%.1f GMAC/s)\n", (long long)M, sec * 1e6, M * N * K / sec / 1e9);
+  }
+  // A prefill's products: 128 rows, f32 through BLAS (--exact) and int8.
+  for (const DType t : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t M = 128, rb = row_bytes(t, K);
+    std::vector<uint8_t> q(N * rb);
+    for (int64_t r = 0; r < N; ++r) quantize_row(t, &w[r * K], q.data() + r * rb, K);
+    std::vector<float> xs(M * K);
+    for (auto& v : xs) v = nd(rng);
+    std::vector<float> out(N * M);
+    for (const bool int8 : {false, true}) {
+      std::optional<Int8Scope> scope;
+      if (int8) scope.emplace();
+      const double sec = best_time([&] {
+        gemm_nt(xs.data(), M, K, WeightRows{t, q.data(), N, K}, out.data(), N);
+      }, 5);
+      std::printf("%s %s x %lld rows: %.1f us (%.1f GMAC/s)\n", dtype_name(t), int8 ? "int8" : "f32", (long long)M,
+                  sec * 1e6, M * N * K / sec / 1e9);
+    }
   }
   return 0;
 }

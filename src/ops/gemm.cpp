@@ -11,6 +11,7 @@
 
 #include "core/threads.h"
 #include "ops/int8_dot.h"
+#include "ops/int8_gemm.h"
 #include "ops/simd.h"
 
 namespace bonfire {
@@ -73,23 +74,42 @@ constexpr uint32_t kRowsApart = 1u << 1;    // a thread_flags() bit: BatchRowsSc
 constexpr uint32_t kInt8AnyRows = 1u << 2;  // a thread_flags() bit: Int8AnyRowsScope
 
 // The int8 path: x's rows quantized once (into this thread's reusable
-// buffer), then every weight row dotted with each. False when x holds a
-// non-finite value or the weight has no int8 kernel: the caller goes on in f32.
+// buffer), then every weight row dotted with each, or, where the CPU has the
+// tiled kernel (ops/int8_gemm.h), panels of weight rows against tiles of x.
+// False when x holds a non-finite value or the weight has no int8 kernel:
+// the caller goes on in f32.
 bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
                   const float* bias) {
   const int64_t N = w.rows, K = w.cols;
   const Int8Activations mode = g_int8.load(std::memory_order_relaxed);
   if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off) return false;
-  if ((mode == Int8Activations::Small && M >= kInt8Rows && !(thread_flags() & kInt8AnyRows)) ||
+  // The tiled kernel's rows do not depend on how many come together, and it
+  // beats f32 tiles through BLAS at every row count: Small does not limit it.
+  const bool tiled = simd::int8_gemm_available(w.dtype, K);
+  if ((mode == Int8Activations::Small && M >= kInt8Rows && !tiled && !(thread_flags() & kInt8AnyRows)) ||
       !simd::int8_dot_supported(w.dtype, K))
     return false;
   thread_local std::vector<simd::ActBlock> xq;
+  thread_local std::vector<int32_t> sums;
   const int64_t blocks = K / 32;
   xq.resize(static_cast<size_t>(M * blocks));
   for (int64_t m = 0; m < M; ++m)
     if (!simd::quantize_activations(x + m * ldx, K, &xq[m * blocks])) return false;
   const int64_t stride = row_bytes(w.dtype, K);
   const simd::ActBlock* q = xq.data();
+  if (tiled) {
+    sums.resize(xq.size());
+    simd::int8_block_sums(q, M * blocks, sums.data());
+    const simd::Int8Rows rows{q, sums.data(), M};
+    // Whole panels of 32 weight rows per chunk, so no panel is split.
+    constexpr int64_t kPanel = 32;
+    parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
+      const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
+      simd::int8_gemm(w.dtype, w.data + n0 * stride, stride, n1 - n0, K, rows, out + n0, ldo,
+                      bias ? bias + n0 : nullptr);
+    });
+    return true;
+  }
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const uint8_t* row = w.data + n * stride;

@@ -1,0 +1,359 @@
+// Highway compiles this file once per instruction-set target (see simd.cpp).
+// Only the AVX3_DL target (Ice Lake and later, Zen 4 and later) has the
+// kernel: Highway leaves that target out unless asked, so this file asks.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/int8_gemm.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
+#include "ops/int8_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace bonfire::simd {
+namespace HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0.3's AVX3_DL target string names the VEX VNNI only.
+#pragma GCC target("avx512vnni")
+// GCC 12's AVX-512 headers fill unused inputs with _mm512_undefined_*(),
+// which -Wmaybe-uninitialized then reports inside every insert and cast.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+constexpr int kLanes = 16;        // weight rows per panel: one int32 per lane
+constexpr int kPanelBlock = 512;  // bytes of one block of a panel: 8 × 4 bytes × 16 rows
+constexpr int kMaxRows = 4;       // activation rows per register tile
+constexpr int kStreamRows = 4;    // up to this many activation rows skip the packed copy
+
+// A panel's block b: kPanelBlock bytes (register k4 holds bytes 4·k4..4·k4+3
+// of the block for each of the 16 rows, as unsigned w + 128) and 16 scales.
+struct Panel {
+  const uint8_t* bytes;
+  const float* scales;
+};
+
+// Rows i and i + 8 of a panel's block, as unsigned bytes w + 128, in one
+// register: [row i's 32 values | row i + 8's 32 values].
+HWY_INLINE __m512i RowPairQ8(const uint8_t* ri, const uint8_t* rj) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ri + 2));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rj + 2));
+  return _mm512_xor_si512(_mm512_inserti64x4(_mm512_zextsi256_si512(a), b, 1), _mm512_set1_epi8(char(0x80)));
+}
+
+// q4_0: 16 bytes, low nibbles are values 0..15, high nibbles 16..31, each
+// minus 8; shifted by 128 that is nibble + 120.
+HWY_INLINE __m512i RowPairQ4(const uint8_t* ri, const uint8_t* rj) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ri + 2));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rj + 2));
+  const __m256i ab = _mm256_inserti128_si256(_mm256_zextsi128_si256(a), b, 1);
+  const __m512i v = _mm512_inserti64x4(_mm512_zextsi256_si512(ab), _mm256_srli_epi16(ab, 4), 1);
+  // [a, b, a>>4, b>>4] → [a, a>>4, b, b>>4]
+  const __m512i ordered = _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0));
+  return _mm512_add_epi8(_mm512_and_si512(ordered, _mm512_set1_epi8(0x0f)), _mm512_set1_epi8(120));
+}
+
+// Block b of a panel of 16 weight rows, transposed into registers: k[j]
+// holds bytes 4j..4j+3 of the block for each row (as unsigned w + 128), and
+// `scale` the rows' scales.
+struct PanelBlock {
+  __m512i k[8];
+  __m512 scale;
+};
+
+// The rows of one panel: rows past N repeat the last one (their lanes are
+// never stored), and `scale_at` holds each row's offset from the first for
+// the gather of the scales.
+struct PanelRows {
+  const uint8_t* rows[kLanes];
+  __m512i scale_at;
+  int64_t stride;
+};
+
+HWY_INLINE void PanelRowsAt(const uint8_t* w, int64_t stride, int64_t n0, int64_t N, PanelRows& p) {
+  alignas(64) int32_t offsets[kLanes];
+#pragma GCC unroll 16
+  for (int i = 0; i < kLanes; ++i) {
+    p.rows[i] = w + std::min(n0 + i, N - 1) * stride;
+    offsets[i] = static_cast<int32_t>(p.rows[i] - p.rows[0]);
+  }
+  p.scale_at = _mm512_load_si512(offsets);
+  p.stride = stride;
+}
+
+template <bool kQ8>
+HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
+  const int64_t off = b * (kQ8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0));
+  const uint8_t* const* rows = p.rows;
+  // 16 rows are read side by side, which the hardware prefetchers do not
+  // follow; the next panel's 16 rows are the bytes that follow this one's,
+  // so fetch them into L2 in step, one block's share at a time.
+  const uint8_t* next = rows[0] + kLanes * (p.stride) + kLanes * off;
+#pragma GCC unroll 16
+  for (int i = 0; i < kLanes * (kQ8 ? 34 : 18); i += 64) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T1);
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) z[i] = kQ8 ? RowPairQ8(rows[i] + off, rows[i + 8] + off) : RowPairQ4(rows[i] + off, rows[i + 8] + off);
+  // An 8 × 8 transpose of 4-byte groups within each 256-bit half: output
+  // j holds group j of rows 0..7, then of rows 8..15.
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  const __m512i t4 = _mm512_unpacklo_epi32(z[4], z[5]), t5 = _mm512_unpackhi_epi32(z[4], z[5]);
+  const __m512i t6 = _mm512_unpacklo_epi32(z[6], z[7]), t7 = _mm512_unpackhi_epi32(z[6], z[7]);
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i u4 = _mm512_unpacklo_epi64(t4, t6), u5 = _mm512_unpackhi_epi64(t4, t6);
+  const __m512i u6 = _mm512_unpacklo_epi64(t5, t7), u7 = _mm512_unpackhi_epi64(t5, t7);
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  out.k[0] = _mm512_permutex2var_epi64(u0, lo, u4);
+  out.k[1] = _mm512_permutex2var_epi64(u1, lo, u5);
+  out.k[2] = _mm512_permutex2var_epi64(u2, lo, u6);
+  out.k[3] = _mm512_permutex2var_epi64(u3, lo, u7);
+  out.k[4] = _mm512_permutex2var_epi64(u0, hi, u4);
+  out.k[5] = _mm512_permutex2var_epi64(u1, hi, u5);
+  out.k[6] = _mm512_permutex2var_epi64(u2, hi, u6);
+  out.k[7] = _mm512_permutex2var_epi64(u3, hi, u7);
+  // Each block starts with its f16 scale: gather 4 bytes per row, keep the low 2.
+  const __m512i words = _mm512_i32gather_epi32(p.scale_at, rows[0] + off, 1);
+  out.scale = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+// Repacks a panel's K / 32 blocks into `bytes` and `scales` (Panel's layout).
+template <bool kQ8>
+void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
+  PanelBlock r;
+  for (int64_t b = 0; b < nb; ++b) {
+    LoadPanelBlock<kQ8>(p, b, r);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kPanelBlock + 64 * j, r.k[j]);
+    _mm512_store_ps(scales + b * kLanes, r.scale);
+  }
+}
+
+// The per-block step every path shares: MR activation rows against one
+// panel block, into acc — the arithmetic int8_gemm.h promises.
+template <int MR>
+HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* xb, const int32_t* const* sum,
+                           __m512* acc) {
+  __m512i dot[MR];
+  #pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-*sum[m]);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j)
+    #pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      int32_t four;
+      std::memcpy(&four, xb[m]->qs + 4 * j, sizeof four);
+      dot[m] = _mm512_dpbusd_epi32(dot[m], k[j], _mm512_set1_epi32(four));
+    }
+  #pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m)
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m]), _mm512_mul_ps(dw, _mm512_set1_ps(xb[m]->d)), acc[m]);
+}
+
+// Writes MR rows of one panel's outputs (the first `lanes` of 16), plus bias.
+template <int MR>
+HWY_INLINE void Store(const __m512* acc, float* out, int64_t ldo, const float* bias, int64_t lanes) {
+  const __mmask16 keep = static_cast<__mmask16>((1u << lanes) - 1);
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(keep, bias) : _mm512_setzero_ps();
+  #pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(out + m * ldo, keep, bias ? _mm512_add_ps(acc[m], bv) : acc[m]);
+}
+
+// MR activation rows × NP packed panels, all blocks.
+template <int MR, int NP>
+HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t nb, float* out, int64_t ldo,
+                     const float* bias, int64_t n_valid) {
+  __m512 acc[NP][MR];
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p)
+    #pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) acc[p][m] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock* xb[MR];
+    const int32_t* sb[MR];
+    #pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
+    #pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p)
+      Accumulate<MR>(reinterpret_cast<const __m512i*>(panels[p].bytes + b * kPanelBlock),
+                     _mm512_load_ps(panels[p].scales + b * kLanes), xb, sb, acc[p]);
+  }
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP && p * kLanes < n_valid; ++p)
+    Store<MR>(acc[p], out + p * kLanes, ldo, bias ? bias + p * kLanes : nullptr,
+              std::min<int64_t>(kLanes, n_valid - p * kLanes));
+}
+
+// MR (<= kStreamRows) activation rows against one panel read straight from the
+// weight, each block transposed in registers and used at once: with few rows
+// (decode steps) a packed copy would cost more than it saves.
+template <bool kQ8, int MR>
+void Stream(const PanelRows& rows, const ActBlock* x, const int32_t* sums, int64_t nb, float* out, int64_t ldo,
+            const float* bias, int64_t lanes) {
+  __m512 acc[MR];
+  #pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
+  PanelBlock r;
+  for (int64_t b = 0; b < nb; ++b) {
+    LoadPanelBlock<kQ8>(rows, b, r);
+    const ActBlock* xb[MR];
+    const int32_t* sb[MR];
+    #pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
+    Accumulate<MR>(r.k, r.scale, xb, sb, acc);
+  }
+  Store<MR>(acc, out, ldo, bias, lanes);
+}
+
+template <bool kQ8>
+void StreamRows(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, const ActBlock* x, const int32_t* sums,
+                int64_t M, float* out, int64_t ldo, const float* bias) {
+  PanelRows rows;
+  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
+    PanelRowsAt(w, stride, n0, N, rows);
+    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
+    const float* bn = bias ? bias + n0 : nullptr;
+    switch (M) {
+      case 4: Stream<kQ8, 4>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
+      case 3: Stream<kQ8, 3>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
+      case 2: Stream<kQ8, 2>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
+      default: Stream<kQ8, 1>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
+    }
+  }
+}
+
+template <int NP>
+void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M, int64_t nb, float* out, int64_t ldo,
+          const float* bias, int64_t n_valid) {
+  int64_t m = 0;
+  for (; m + kMaxRows <= M; m += kMaxRows)
+    Tile<kMaxRows, NP>(panels, x + m * nb, sums + m * nb, nb, out + m * ldo, ldo, bias, n_valid);
+  const ActBlock* xr = x + m * nb;
+  const int32_t* sr = sums + m * nb;
+  float* o = out + m * ldo;
+  switch (M - m) {
+    case 3: Tile<3, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
+    case 2: Tile<2, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
+    case 1: Tile<1, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
+    default: break;
+  }
+}
+
+bool Available() { return __builtin_cpu_supports("avx512vnni"); }
+
+void Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
+          int64_t M, float* out, int64_t ldo, const float* bias) {
+  const int64_t nb = K / 32;
+  const bool q8 = t == DType::Q8_0;
+  if (M <= kStreamRows) {
+    (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
+    return;
+  }
+  // Two panels (32 weight rows) at a time, repacked into this thread's buffer.
+  struct alignas(64) Line {
+    uint8_t bytes[64];
+  };
+  thread_local std::vector<Line> buffer;  // aligned for the 64-byte loads
+  const size_t panel_bytes = static_cast<size_t>(nb) * (kPanelBlock + kLanes * sizeof(float));
+  if (buffer.size() < 2 * panel_bytes / 64) buffer.resize(2 * panel_bytes / 64);
+  uint8_t* base[2];
+  Panel panels[2];
+  for (int p = 0; p < 2; ++p) {
+    base[p] = reinterpret_cast<uint8_t*>(buffer.data()) + p * panel_bytes;
+    panels[p] = {base[p], reinterpret_cast<const float*>(base[p] + nb * kPanelBlock)};
+  }
+  PanelRows rows;
+  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
+    const int np = N - n0 > kLanes ? 2 : 1;
+    for (int p = 0; p < np; ++p) {
+      PanelRowsAt(w, stride, n0 + p * kLanes, N, rows);
+      (q8 ? PackPanel<true> : PackPanel<false>)(rows, nb, base[p], reinterpret_cast<float*>(base[p] + nb * kPanelBlock));
+    }
+    const float* bn = bias ? bias + n0 : nullptr;
+    if (np == 2)
+      Rows<2>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+    else
+      Rows<1>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#else  // no VNNI: int8_gemm_available() says so and nothing calls Gemm
+
+bool Available() { return false; }
+void Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
+          const float*) {}
+
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bonfire::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace bonfire::simd {
+HWY_EXPORT(Available);
+HWY_EXPORT(Gemm);
+
+bool int8_gemm_available(DType weight, int64_t k) {
+  return (weight == DType::Q8_0 || weight == DType::Q4_0) && k > 0 && k % 32 == 0 &&
+         HWY_DYNAMIC_DISPATCH(Available)();
+}
+
+void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += x[i].qs[j];
+    sums[i] = 128 * s;
+  }
+}
+
+void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const Int8Rows& x, float* out,
+               int64_t ldo, const float* bias) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+}
+
+void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,
+                         int64_t M, float* out, int64_t ldo, const float* bias) {
+  const int64_t nb = K / 32;
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* row = w + n * stride;
+    for (int64_t m = 0; m < M; ++m) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const ActBlock& xb = x[m * nb + b];
+        int32_t dot = 0;
+        float dw;
+        if (weight == DType::Q8_0) {
+          const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+          dw = f16_to_f32(blk.d);
+          for (int j = 0; j < 32; ++j) dot += int32_t(blk.qs[j]) * xb.qs[j];
+        } else {
+          const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+          dw = f16_to_f32(blk.d);
+          for (int j = 0; j < 16; ++j)
+            dot += (int32_t(blk.qs[j] & 15) - 8) * xb.qs[j] + (int32_t(blk.qs[j] >> 4) - 8) * xb.qs[j + 16];
+        }
+        const float scale = dw * xb.d;
+        acc = std::fma(static_cast<float>(dot), scale, acc);
+      }
+      out[m * ldo + n] = bias ? acc + bias[n] : acc;
+    }
+  }
+}
+}  // namespace bonfire::simd
+#endif

@@ -1,0 +1,50 @@
+// A tiled product of q8_0 / q4_0 weights with int8-quantized activations
+// (ops/int8_dot.h's ActBlock rows) for CPUs with AVX-512 VNNI, where one
+// instruction sums 64 byte products. Prefill is where it pays: the weight
+// streams once per panel of 32 rows, and each panel meets many activation
+// rows in registers (llama.cpp's repacked q8_0/q4_0 GEMMs work the same way).
+//
+// Layout, per panel of 16 weight rows: each block of 32 values is repacked
+// on the fly so that one 512-bit register holds 4 consecutive bytes of each
+// of the 16 rows. A vector lane is then one output row, and the block's
+// integer dot is exact in that lane before it meets the scales.
+//
+// The promise the rest of the engine builds on: every output is computed as
+//     acc = 0;  for each block b in order:  acc = fma(float(dot_b), dw_b * dx_b, acc)
+//     out = acc + bias
+// with dot_b the exact integer sum of the block's 32 products. So a row's
+// result does not depend on how many rows are computed with it (a batch, a
+// prefill chunk, a verifier's recomputation all agree bit for bit), and
+// reference_int8_gemm below reproduces it exactly.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "ops/int8_dot.h"
+
+namespace bonfire::simd {
+
+// True when this CPU runs the tiled kernel (AVX-512 VNNI chosen by Highway's
+// dispatch) for this weight format and row length (q8_0 or q4_0, K % 32 == 0).
+bool int8_gemm_available(DType weight, int64_t k);
+
+// 128 × the sum of each block's 32 values, for x[m * blocks + b]: the kernel
+// multiplies weights shifted to unsigned bytes (w + 128) and subtracts this.
+void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums);
+
+// out[m * ldo + n] for m < M, n < N: weight rows w[n] (q8_0 or q4_0, K
+// values, `stride` bytes apart) against activation rows x[m * K/32 ...],
+// plus bias[n] when given. Requires int8_gemm_available(weight, K).
+struct Int8Rows {
+  const ActBlock* blocks = nullptr;  // M × K/32
+  const int32_t* sums = nullptr;     // int8_block_sums of blocks
+  int64_t rows = 0;                  // M
+};
+void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const Int8Rows& x, float* out,
+               int64_t ldo, const float* bias);
+
+// The same arithmetic in plain C++ on any CPU: the tests hold int8_gemm to it bit for bit.
+void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,
+                         int64_t M, float* out, int64_t ldo, const float* bias);
+
+}  // namespace bonfire::simd

@@ -1,0 +1,159 @@
+// ops/int8_gemm.h: the tiled VNNI kernel computes exactly the arithmetic the
+// header promises (bit for bit against reference_int8_gemm), at every row
+// count, panel remainder and weight format; its rows do not depend on the
+// rows beside them; and the promised arithmetic is the integer definition
+// within float rounding. The kernel's tests skip on CPUs without AVX-512
+// VNNI (the dispatch never offers it there); the reference's run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/gemm.h"
+#include "ops/int8_dot.h"
+#include "ops/int8_gemm.h"
+
+namespace bonfire {
+namespace {
+
+struct Weights {
+  DType t;
+  int64_t n, k, stride;
+  std::vector<uint8_t> bytes;
+};
+
+// Quantized from random floats; for q8_0 some bytes are then set to -128,
+// which no honest quantizer writes but a file may hold.
+Weights random_weights(DType t, int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> f(n * k);
+  for (auto& v : f) v = d(rng);
+  Weights w{t, n, k, row_bytes(t, k), {}};
+  w.bytes.resize(w.stride * n);
+  for (int64_t r = 0; r < n; ++r) quantize_row(t, f.data() + r * k, w.bytes.data() + r * w.stride, k);
+  if (t == DType::Q8_0) {
+    std::uniform_int_distribution<int64_t> pick(0, n * (k / 32) - 1);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t blk = pick(rng);
+      auto* b = reinterpret_cast<BlockQ8_0*>(w.bytes.data() + (blk / (k / 32)) * w.stride) + blk % (k / 32);
+      b->qs[i * 3 % 32] = -128;
+    }
+  }
+  return w;
+}
+
+std::vector<simd::ActBlock> random_activations(int64_t m, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = d(rng);
+  for (int64_t i = 0; i < k; i += 7) x[i] = 0;  // zero runs, and one all-zero block below
+  if (k >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  std::vector<simd::ActBlock> q(m * k / 32);
+  for (int64_t r = 0; r < m; ++r) EXPECT_TRUE(simd::quantize_activations(x.data() + r * k, k, &q[r * k / 32]));
+  return q;
+}
+
+std::vector<float> run_kernel(const Weights& w, const std::vector<simd::ActBlock>& x, int64_t M, int64_t ldo,
+                              const float* bias) {
+  std::vector<int32_t> sums(x.size());
+  simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
+  std::vector<float> out(M * ldo, -7.0f);  // the pad columns must stay untouched
+  simd::int8_gemm(w.t, w.bytes.data(), w.stride, w.n, w.k, {x.data(), sums.data(), M}, out.data(), ldo, bias);
+  return out;
+}
+
+WeightRows weight_rows_of(const Weights& w) { return WeightRows{w.t, w.bytes.data(), w.n, w.k}; }
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    for (int64_t N : {1, 15, 16, 17, 33, 64})
+      for (int64_t K : {32, 96, 2048})
+        for (int64_t M : {1, 3, 4, 6, 9})
+          for (bool with_bias : {false, true}) {
+            const Weights w = random_weights(t, N, K, rng);
+            const auto x = random_activations(M, K, rng);
+            std::vector<float> bias(N);
+            for (int64_t n = 0; n < N; ++n) bias[n] = 0.1f * float(n) - 1.0f;
+            const int64_t ldo = N + 3;
+            const auto got = run_kernel(w, x, M, ldo, with_bias ? bias.data() : nullptr);
+            std::vector<float> want(M * ldo, -7.0f);
+            simd::reference_int8_gemm(t, w.bytes.data(), w.stride, N, K, x.data(), M, want.data(), ldo,
+                                      with_bias ? bias.data() : nullptr);
+            for (int64_t i = 0; i < M * ldo; ++i) {
+              ASSERT_TRUE(same_bits(got[i], want[i]))
+                  << dtype_name(t) << " N=" << N << " K=" << K << " M=" << M << " bias=" << with_bias << " at row "
+                  << i / ldo << " col " << i % ldo << ": " << got[i] << " vs " << want[i];
+            }
+            ++checked;
+          }
+  EXPECT_EQ(checked, 2 * 6 * 3 * 5 * 2);
+}
+
+TEST(Int8Gemm, ARowDoesNotDependOnTheRowsBesideIt) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(12);
+  const int64_t N = 80, K = 512, M = 11;
+  const Weights w = random_weights(DType::Q8_0, N, K, rng);
+  const auto x = random_activations(M, K, rng);
+  const auto all = run_kernel(w, x, M, N, nullptr);
+  for (int64_t m = 0; m < M; ++m) {
+    const std::vector<simd::ActBlock> one(x.begin() + m * K / 32, x.begin() + (m + 1) * K / 32);
+    const auto alone = run_kernel(w, one, 1, N, nullptr);
+    for (int64_t n = 0; n < N; ++n) ASSERT_TRUE(same_bits(alone[n], all[m * N + n])) << "row " << m << " col " << n;
+  }
+}
+
+TEST(Int8Gemm, ProductsThroughGemmNtTakeTheKernelAtAnyRowCount) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(13);
+  const int64_t N = 96, K = 256, M = 40;  // past the 16 rows where AVX2 machines go to BLAS
+  const Weights w = random_weights(DType::Q4_0, N, K, rng);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(M * K);
+  for (auto& v : x) v = d(rng);
+  std::vector<simd::ActBlock> q(M * K / 32);
+  for (int64_t m = 0; m < M; ++m) ASSERT_TRUE(simd::quantize_activations(x.data() + m * K, K, &q[m * K / 32]));
+  std::vector<float> want(M * N), got(M * N);
+  simd::reference_int8_gemm(DType::Q4_0, w.bytes.data(), w.stride, N, K, q.data(), M, want.data(), N, nullptr);
+  {
+    Int8Scope scope;
+    gemm_nt(x.data(), M, K, weight_rows_of(w), got.data(), N);
+  }
+  for (int64_t i = 0; i < M * N; ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i;
+  // Outside a generation's scope the product keeps its f32 meaning.
+  gemm_nt(x.data(), M, K, weight_rows_of(w), got.data(), N);
+  int differ = 0;
+  for (int64_t i = 0; i < M * N; ++i) differ += !same_bits(got[i], want[i]);
+  EXPECT_GT(differ, M * N / 2);
+}
+
+TEST(Int8Gemm, TheReferenceIsTheIntegerDefinition) {
+  std::mt19937 rng(14);
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t N = 5, K = 1024, M = 3;
+    const Weights w = random_weights(t, N, K, rng);
+    const auto x = random_activations(M, K, rng);
+    std::vector<float> out(M * N);
+    simd::reference_int8_gemm(t, w.bytes.data(), w.stride, N, K, x.data(), M, out.data(), N, nullptr);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<float> deq(K);
+        dequantize_row(t, w.bytes.data() + n * w.stride, deq.data(), K);
+        double want = 0;
+        for (int64_t b = 0; b < K / 32; ++b)
+          for (int j = 0; j < 32; ++j) want += double(deq[b * 32 + j]) * x[m * K / 32 + b].qs[j] * x[m * K / 32 + b].d;
+        EXPECT_NEAR(out[m * N + n], want, 1e-5 * (1 + std::fabs(want))) << dtype_name(t) << " " << m << "," << n;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace bonfire
