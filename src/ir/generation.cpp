@@ -96,8 +96,11 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   std::unique_ptr<LocalModel> m(new LocalModel());
   m->files_ = ModelFiles::open(path);
   m->config_ = m->files_->config();
-  m->files_->warm();
+  const bool warmed = m->files_->warm();
   m->weights_ = m->files_->weights();
+  // The first step should cost what later ones do (issue 14): no page
+  // faults on the weights, so they are mapped in now.
+  if (warmed) m->weights_.map_in();
   if (options.tokenizer) m->tokenizer_ = m->files_->tokenizer();
   if (!options.ir_file.empty()) {
     m->ir_ = parse_json_file(options.ir_file);

@@ -190,12 +190,12 @@ std::vector<std::string> ModelFiles::weight_files() const {
   return files;
 }
 
-void ModelFiles::warm() const {
+bool ModelFiles::warm() const {
   const std::vector<std::string> files = weight_files();
   int64_t total = 0;
   for (const auto& f : files) total += static_cast<int64_t>(fs::file_size(f));
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (total == 0 || static_cast<double>(total) > ram / 2) return;
+  if (total == 0 || static_cast<double>(total) > ram / 2) return false;
   // Small models load in a blink; a bar only where there is something to watch.
   std::unique_ptr<Progress> progress;
   if (total > (int64_t{64} << 20))
@@ -208,6 +208,7 @@ void ModelFiles::warm() const {
       if (progress) progress->advance(in.gcount());
     }
   }
+  return true;
 }
 
 std::unique_ptr<Tokenizer> ModelFiles::tokenizer() const {

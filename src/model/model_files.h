@@ -43,8 +43,9 @@ class ModelFiles {
   std::vector<std::string> weight_files() const;
   // Reads the weight files once so the first step does not wait on the disk
   // page by page, with a progress bar on a TTY. Skipped when they exceed
-  // half of the machine's memory (the mapping then pages in as it goes).
-  void warm() const;
+  // half of the machine's memory (the mapping then pages in as it goes):
+  // false then.
+  bool warm() const;
 
  private:
   std::string path_;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -60,6 +62,29 @@ std::vector<std::string> WeightStore::names() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : tensors_) out.push_back(k);
   return out;
+}
+
+void WeightStore::map_in() const {
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels refuse it with EINVAL
+#endif
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const auto& [name, e] : tensors_) {
+    const auto begin = reinterpret_cast<uintptr_t>(e.tensor.data) & ~(page - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(e.tensor.data) + static_cast<uintptr_t>(e.tensor.nbytes());
+    if (!e.tensor.data || end <= begin) continue;
+    // The kernel maps the pages in one call where it can (Linux 5.14+)...
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+    // ...and a read of each page makes the rest happen now: on older kernels
+    // the fault itself, and under a hypervisor that shadows page tables the
+    // first access still traps (measured: the first 8-token prefill on the
+    // 1.1B model took 3.3x the steady time with the madvise alone).
+    const auto first = reinterpret_cast<uintptr_t>(e.tensor.data);
+    uint8_t sum = 0;
+    for (uintptr_t a = std::max(begin, first); a < end; a = (a & ~(page - 1)) + page)
+      sum ^= *reinterpret_cast<const volatile uint8_t*>(a);
+    (void)sum;
+  }
 }
 
 int64_t WeightStore::bytes() const {

@@ -39,6 +39,11 @@ class WeightStore {
   std::vector<std::string> names() const;
   size_t size() const { return tensors_.size(); }
   int64_t bytes() const;
+  // Maps every tensor's pages into this process now, so the first step does
+  // not take a page fault per 4 KiB of weights (about 0.2 s on a 1.1 GB
+  // model). The bytes must already be in the page cache (ModelFiles::warm)
+  // or this reads them from disk.
+  void map_in() const;
 
  private:
   struct Entry {

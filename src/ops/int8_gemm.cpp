@@ -93,7 +93,7 @@ HWY_INLINE void PanelRowsAt(const uint8_t* w, int64_t stride, int64_t n0, int64_
   p.stride = stride;
 }
 
-template <bool kQ8, bool kPrefetch = true>
+template <bool kQ8>
 HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
   const int64_t off = b * (kQ8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0));
   const uint8_t* const* rows = p.rows;
@@ -101,13 +101,11 @@ HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
   // poorly. Two hints (each alone gained less, measured on Zen 5): each row's
   // bytes a few blocks ahead into L1, and the next panel's rows, the bytes
   // that follow this panel's, into L2 one block's share at a time.
-  if (kPrefetch) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kLanes; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + off + kAhead), _MM_HINT_T0);
-    const uint8_t* next = rows[0] + kLanes * p.stride + kLanes * off;
+  for (int i = 0; i < kLanes; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + off + kAhead), _MM_HINT_T0);
+  const uint8_t* next = rows[0] + kLanes * p.stride + kLanes * off;
 #pragma GCC unroll 16
-    for (int i = 0; i < kLanes * (kQ8 ? 34 : 18); i += 64) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T1);
-  }
+  for (int i = 0; i < kLanes * (kQ8 ? 34 : 18); i += 64) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T1);
   __m512i z[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) z[i] = kQ8 ? RowPairQ8(rows[i] + off, rows[i + 8] + off) : RowPairQ4(rows[i] + off, rows[i + 8] + off);
@@ -141,7 +139,7 @@ template <bool kQ8>
 void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
   PanelBlock r;
   for (int64_t b = 0; b < nb; ++b) {
-    LoadPanelBlock<kQ8, false>(p, b, r);
+    LoadPanelBlock<kQ8>(p, b, r);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kPanelBlock + 64 * j, r.k[j]);
     _mm512_store_ps(scales + b * kLanes, r.scale);
