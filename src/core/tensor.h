@@ -32,6 +32,10 @@ struct Tensor {
   Shape shape;
   void* data = nullptr;
   std::shared_ptr<void> owner;
+  // The same values in the layout a CPU kernel streams best (ops/int8_gemm.h's
+  // panels for q8_0), made once at load (model/weights.h); null for most
+  // tensors. Copies share it, like the bytes.
+  std::shared_ptr<const uint8_t> repacked;
 
   // A fresh f32 buffer, 64-byte aligned; `zeros` also clears it.
   static Tensor empty(const Shape& shape);

@@ -100,7 +100,11 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   m->weights_ = m->files_->weights();
   // The first step should cost what later ones do (issue 14): no page
   // faults on the weights, so they are mapped in now.
-  if (warmed) m->weights_.map_in();
+  // q8_0 matrices also get the layout the int8 kernel streams best.
+  if (warmed) {
+    m->weights_.repack_for_cpu();
+    m->weights_.map_in();
+  }
   if (options.tokenizer) m->tokenizer_ = m->files_->tokenizer();
   if (!options.ir_file.empty()) {
     m->ir_ = parse_json_file(options.ir_file);

@@ -105,8 +105,12 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
     constexpr int64_t kPanel = 32;
     parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
       const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
-      simd::int8_gemm(w.dtype, w.data + n0 * stride, stride, n1 - n0, K, rows, out + n0, ldo,
-                      bias ? bias + n0 : nullptr);
+      if (w.panels)
+        simd::int8_gemm_packed(w.panels + n0 / 16 * simd::int8_panel_stride(K), n1 - n0, K, rows, out + n0, ldo,
+                               bias ? bias + n0 : nullptr);
+      else
+        simd::int8_gemm(w.dtype, w.data + n0 * stride, stride, n1 - n0, K, rows, out + n0, ldo,
+                        bias ? bias + n0 : nullptr);
     });
     return true;
   }
@@ -144,6 +148,7 @@ WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   w.cols = t.cols();
   w.rows = count;
   w.data = t.row(first);
+  if (t.repacked && first % 16 == 0) w.panels = t.repacked.get() + first / 16 * simd::int8_panel_stride(w.cols);
   return w;
 }
 

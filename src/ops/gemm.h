@@ -17,6 +17,9 @@ struct WeightRows {
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // The same rows in ops/int8_gemm.h's packed panels (the panel holding the
+  // first row), when the tensor has them and the rows start a panel.
+  const uint8_t* panels = nullptr;
 };
 
 // Rows [first, first + count) of t viewed as 2-D [t.rows(), t.cols()].

@@ -294,11 +294,45 @@ void Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const
   }
 }
 
+void Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last, uint8_t* out) {
+  const int64_t nb = K / 32;
+  const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
+  PanelRows rows;
+  for (int64_t p = first; p < last; ++p) {
+    PanelRowsAt(w, stride, p * kLanes, N, rows);
+    uint8_t* base = out + p * panel;
+    (t == DType::Q8_0 ? PackPanel<true> : PackPanel<false>)(rows, nb, base,
+                                                            reinterpret_cast<float*>(base + nb * kPanelBlock));
+  }
+}
+
+void GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
+                float* out, int64_t ldo, const float* bias) {
+  const int64_t nb = K / 32;
+  const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
+  Panel panels[2];
+  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
+    const int np = N - n0 > kLanes ? 2 : 1;
+    for (int p = 0; p < np; ++p) {
+      const uint8_t* base = packed + (n0 / kLanes + p) * panel;
+      panels[p] = {base, reinterpret_cast<const float*>(base + nb * kPanelBlock)};
+    }
+    const float* bn = bias ? bias + n0 : nullptr;
+    if (np == 2)
+      Rows<2>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+    else
+      Rows<1>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+  }
+}
+
 #pragma GCC diagnostic pop
 
 #else  // no VNNI: int8_gemm_available() says so and nothing calls Gemm
 
 bool Available() { return false; }
+void Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
+void GemmPacked(const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
+                const float*) {}
 void Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
           const float*) {}
 
@@ -312,6 +346,21 @@ HWY_AFTER_NAMESPACE();
 namespace bonfire::simd {
 HWY_EXPORT(Available);
 HWY_EXPORT(Gemm);
+HWY_EXPORT(Pack);
+HWY_EXPORT(GemmPacked);
+
+int64_t int8_panel_stride(int64_t k) { return k / 32 * (512 + 16 * int64_t(sizeof(float))); }
+int64_t int8_packed_bytes(int64_t n, int64_t k) { return (n + 15) / 16 * int8_panel_stride(k); }
+
+void int8_pack(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
+               uint8_t* out) {
+  HWY_DYNAMIC_DISPATCH(Pack)(weight, w, stride, N, K, first, last, out);
+}
+
+void int8_gemm_packed(const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out, int64_t ldo,
+                      const float* bias) {
+  HWY_DYNAMIC_DISPATCH(GemmPacked)(panels, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+}
 
 bool int8_gemm_available(DType weight, int64_t k) {
   return (weight == DType::Q8_0 || weight == DType::Q4_0) && k > 0 && k % 32 == 0 &&
