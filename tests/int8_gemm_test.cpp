@@ -15,6 +15,7 @@
 #include "ops/gemm.h"
 #include "ops/int8_dot.h"
 #include "ops/int8_gemm.h"
+#include "model/weights.h"
 
 namespace bonfire {
 namespace {
@@ -133,6 +134,39 @@ TEST(Int8Gemm, ProductsThroughGemmNtTakeTheKernelAtAnyRowCount) {
   int differ = 0;
   for (int64_t i = 0; i < M * N; ++i) differ += !same_bits(got[i], want[i]);
   EXPECT_GT(differ, M * N / 2);
+}
+
+TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(15);
+  // 3-D like a mixture's experts: [4, 48, 256], each expert's rows
+  // starting a panel, so each expert's product reads its own panels.
+  const int64_t E = 4, C = 48, K = 256;
+  const Weights w = random_weights(DType::Q8_0, E * C, K, rng);
+  WeightStore store;
+  store.add("w", Tensor::view(DType::Q8_0, {E, C, K}, const_cast<uint8_t*>(w.bytes.data()), nullptr), "test");
+  EXPECT_EQ(store.repack_for_cpu(), simd::int8_packed_bytes(E * C, K));
+  const Tensor& t = *store.find("w");
+  ASSERT_TRUE(t.repacked);
+  for (const int64_t M : {1, 3, 7}) {
+    const auto x = random_activations(M, K, rng);
+    std::vector<int32_t> sums(x.size());
+    simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
+    for (int64_t e = 0; e < E; ++e) {
+      const WeightRows rows = weight_rows(t, e * C, C);
+      ASSERT_NE(rows.panels, nullptr) << "expert " << e << " starts a panel";
+      std::vector<float> got(M * C), want(M * C);
+      simd::int8_gemm_packed(rows.panels, C, K, {x.data(), sums.data(), M}, got.data(), C, nullptr);
+      simd::reference_int8_gemm(DType::Q8_0, rows.data, w.stride, C, K, x.data(), M, want.data(), C, nullptr);
+      for (int64_t i = 0; i < M * C; ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "M=" << M << " e=" << e << " " << i;
+    }
+  }
+  EXPECT_EQ(weight_rows(t, 8, 16).panels, nullptr) << "rows that do not start a panel have none";
+  // Formats the kernel does not take are left alone.
+  std::vector<uint8_t> f32(16 * 64 * 4);
+  store.add("f", Tensor::view(DType::F32, {16, 64}, f32.data(), nullptr), "test");
+  EXPECT_EQ(store.repack_for_cpu(), 0);
+  EXPECT_FALSE(store.find("f")->repacked);
 }
 
 TEST(Int8Gemm, TheReferenceIsTheIntegerDefinition) {
