@@ -44,9 +44,11 @@ class WeightStore {
   // model). The bytes must already be in the page cache (ModelFiles::warm)
   // or this reads them from disk.
   void map_in() const;
-  // Gives each q8_0 matrix a copy in the layout the CPU's int8 kernel
-  // streams best (Tensor::repacked; ops/int8_gemm.h), where this CPU has
-  // that kernel. Costs 36 bytes per 32 values beside the file's 34, once.
+  // Gives each q8_0, f16 and bf16 matrix a copy in the layout the CPU's
+  // kernels stream best (Tensor::repacked: ops/int8_gemm.h, ops/half_gemm.h),
+  // where this CPU has those kernels (AVX-512). Costs 36 bytes per 32 q8_0
+  // values beside the file's 34, and a second copy of f16/bf16 ones; the
+  // file's pages stay in the page cache, which the kernel may reclaim.
   // Returns the bytes added.
   int64_t repack_for_cpu();
 

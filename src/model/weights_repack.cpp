@@ -7,6 +7,7 @@
 
 #include "core/threads.h"
 #include "model/weights.h"
+#include "ops/half_gemm.h"
 #include "ops/int8_gemm.h"
 
 namespace bonfire {
@@ -29,15 +30,24 @@ int64_t WeightStore::repack_for_cpu() {
   int64_t added = 0;
   for (auto& [name, e] : tensors_) {
     Tensor& t = e.tensor;
-    if (t.dtype != DType::Q8_0 || t.repacked || t.shape.size() < 2 || t.rows() < 16 ||
-        !simd::int8_gemm_available(t.dtype, t.cols()))
-      continue;
-    const int64_t n = t.rows(), k = t.cols(), bytes = simd::int8_packed_bytes(n, k);
-    std::shared_ptr<uint8_t> out = huge_buffer(static_cast<size_t>(bytes));
+    if (t.repacked || t.shape.size() < 2 || t.rows() < 16) continue;
+    const int64_t n = t.rows(), k = t.cols(), stride = row_bytes(t.dtype, k);
     const uint8_t* w = static_cast<const uint8_t*>(t.data);
-    parallel_for((n + 15) / 16, 8, [&](int64_t p0, int64_t p1) {
-      simd::int8_pack(t.dtype, w, row_bytes(t.dtype, k), n, k, p0, p1, out.get());
-    });
+    std::shared_ptr<uint8_t> out;
+    int64_t bytes = 0;
+    if (t.dtype == DType::Q8_0 && simd::int8_gemm_available(t.dtype, k)) {
+      bytes = simd::int8_packed_bytes(n, k);
+      out = huge_buffer(static_cast<size_t>(bytes));
+      parallel_for((n + 15) / 16, 8, [&](int64_t p0, int64_t p1) {
+        simd::int8_pack(t.dtype, w, stride, n, k, p0, p1, out.get());
+      });
+    } else if (simd::half_gemm_available(t.dtype)) {
+      bytes = simd::half_packed_bytes(n, k);
+      out = huge_buffer(static_cast<size_t>(bytes));
+      parallel_for((n + 15) / 16, 8, [&](int64_t p0, int64_t p1) { simd::half_pack(w, stride, n, k, p0, p1, out.get()); });
+    } else {
+      continue;
+    }
     t.repacked = std::move(out);
     added += bytes;
   }

@@ -11,6 +11,7 @@
 
 #include "core/threads.h"
 #include "ops/int8_dot.h"
+#include "ops/half_gemm.h"
 #include "ops/int8_gemm.h"
 #include "ops/simd.h"
 
@@ -148,7 +149,9 @@ WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   w.cols = t.cols();
   w.rows = count;
   w.data = t.row(first);
-  if (t.repacked && first % 16 == 0) w.panels = t.repacked.get() + first / 16 * simd::int8_panel_stride(w.cols);
+  if (t.repacked && first % 16 == 0)
+    w.panels = t.repacked.get() + first / 16 * (t.dtype == DType::Q8_0 ? simd::int8_panel_stride(w.cols)
+                                                                        : simd::half_panel_stride(w.cols));
   return w;
 }
 
@@ -158,6 +161,16 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
   const int64_t N = w.rows, K = w.cols;
   const int64_t stride = row_bytes(w.dtype, K);
   if (gemm_nt_int8(x, M, ldx, w, out, ldo, bias)) return;
+  if (w.panels && simd::half_gemm_available(w.dtype)) {
+    // f16/bf16 repacked at load: whole panels of 32 rows per chunk.
+    constexpr int64_t kPanel = 32;
+    parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
+      const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
+      simd::half_gemm_packed(w.dtype, w.panels + n0 / 16 * simd::half_panel_stride(K), n1 - n0, K, x, M, ldx,
+                             out + n0, ldo, bias ? bias + n0 : nullptr);
+    });
+    return;
+  }
   if (M < kGemvRows || (M < kInt8Rows && (thread_flags() & kRowsApart))) {
     parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {

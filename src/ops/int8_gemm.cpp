@@ -32,6 +32,8 @@ namespace HWY_NAMESPACE {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+namespace {  // per target: each file's helpers stay its own
+
 constexpr int kLanes = 16;        // weight rows per panel: one int32 per lane
 constexpr int kPanelBlock = 512;  // bytes of one block of a panel: 8 × 4 bytes × 16 rows
 constexpr int kMaxRows = 4;       // activation rows per register tile
@@ -256,9 +258,11 @@ void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M
   }
 }
 
-bool Available() { return __builtin_cpu_supports("avx512vnni"); }
+}  // namespace
 
-void Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
+bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
+
+void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
           int64_t M, float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
   const bool q8 = t == DType::Q8_0;
@@ -294,7 +298,7 @@ void Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const
   }
 }
 
-void Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last, uint8_t* out) {
+void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last, uint8_t* out) {
   const int64_t nb = K / 32;
   const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
   PanelRows rows;
@@ -306,7 +310,7 @@ void Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64
   }
 }
 
-void GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
+void Int8GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                 float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
   const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
@@ -329,11 +333,11 @@ void GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
 
 #else  // no VNNI: int8_gemm_available() says so and nothing calls Gemm
 
-bool Available() { return false; }
-void Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
-void GemmPacked(const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
+bool Int8Available() { return false; }
+void Int8Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
+void Int8GemmPacked(const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
                 const float*) {}
-void Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
+void Int8Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
           const float*) {}
 
 #endif
@@ -344,27 +348,27 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace bonfire::simd {
-HWY_EXPORT(Available);
-HWY_EXPORT(Gemm);
-HWY_EXPORT(Pack);
-HWY_EXPORT(GemmPacked);
+HWY_EXPORT(Int8Available);
+HWY_EXPORT(Int8Gemm);
+HWY_EXPORT(Int8Pack);
+HWY_EXPORT(Int8GemmPacked);
 
 int64_t int8_panel_stride(int64_t k) { return k / 32 * (512 + 16 * int64_t(sizeof(float))); }
 int64_t int8_packed_bytes(int64_t n, int64_t k) { return (n + 15) / 16 * int8_panel_stride(k); }
 
 void int8_pack(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
                uint8_t* out) {
-  HWY_DYNAMIC_DISPATCH(Pack)(weight, w, stride, N, K, first, last, out);
+  HWY_DYNAMIC_DISPATCH(Int8Pack)(weight, w, stride, N, K, first, last, out);
 }
 
 void int8_gemm_packed(const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out, int64_t ldo,
                       const float* bias) {
-  HWY_DYNAMIC_DISPATCH(GemmPacked)(panels, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+  HWY_DYNAMIC_DISPATCH(Int8GemmPacked)(panels, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
 }
 
 bool int8_gemm_available(DType weight, int64_t k) {
   return (weight == DType::Q8_0 || weight == DType::Q4_0) && k > 0 && k % 32 == 0 &&
-         HWY_DYNAMIC_DISPATCH(Available)();
+         HWY_DYNAMIC_DISPATCH(Int8Available)();
 }
 
 void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
@@ -377,7 +381,7 @@ void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
 
 void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const Int8Rows& x, float* out,
                int64_t ldo, const float* bias) {
-  HWY_DYNAMIC_DISPATCH(Gemm)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+  HWY_DYNAMIC_DISPATCH(Int8Gemm)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
 }
 
 void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,

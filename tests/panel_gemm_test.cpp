@@ -1,9 +1,11 @@
-// ops/int8_gemm.h: the tiled VNNI kernel computes exactly the arithmetic the
-// header promises (bit for bit against reference_int8_gemm), at every row
+// ops/int8_gemm.h and ops/half_gemm.h, the kernels over weight panels: the
+// tiled VNNI kernel computes exactly the arithmetic the header promises (bit for bit against reference_int8_gemm), at every row
 // count, panel remainder and weight format; its rows do not depend on the
 // rows beside them; and the promised arithmetic is the integer definition
-// within float rounding. The kernel's tests skip on CPUs without AVX-512
-// VNNI (the dispatch never offers it there); the reference's run everywhere.
+// within float rounding; the f16/bf16 kernel likewise against its reference,
+// from weights repacked the way a model load repacks them. The kernels'
+// tests skip on CPUs without AVX-512 (VNNI) (the dispatch never offers them
+// there); the reference's run everywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "core/dtype.h"
 #include "ops/gemm.h"
 #include "ops/int8_dot.h"
+#include "ops/half_gemm.h"
 #include "ops/int8_gemm.h"
 #include "model/weights.h"
 
@@ -167,6 +170,40 @@ TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
   store.add("f", Tensor::view(DType::F32, {16, 64}, f32.data(), nullptr), "test");
   EXPECT_EQ(store.repack_for_cpu(), 0);
   EXPECT_FALSE(store.find("f")->repacked);
+}
+
+TEST(HalfGemm, PackedKernelIsTheReferenceBitForBit) {
+  if (!simd::half_gemm_available(DType::F16)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(16);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (DType t : {DType::F16, DType::BF16})
+    for (int64_t N : {1, 16, 17, 40})
+      for (int64_t K : {1, 7, 64})
+        for (int64_t M : {1, 4, 5, 9}) {
+          std::vector<float> wf(N * K), x(M * (K + 2));
+          for (auto& v : wf) v = d(rng);
+          for (auto& v : x) v = d(rng);
+          const int64_t stride = row_bytes(t, K);
+          std::vector<uint8_t> w(N * stride);
+          for (int64_t r = 0; r < N; ++r) quantize_row(t, &wf[r * K], &w[r * stride], K);
+          WeightStore store;
+          store.add("w", Tensor::view(t, {N, K}, w.data(), nullptr), "test");
+          store.repack_for_cpu();
+          const WeightRows rows = weight_rows(*store.find("w"));
+          if (N < 16) {
+            EXPECT_EQ(rows.panels, nullptr) << "a matrix under one panel is not repacked";
+            continue;
+          }
+          ASSERT_NE(rows.panels, nullptr);
+          std::vector<float> bias(N, 0.25f), got(M * N, -7), want(M * N, -7);
+          simd::half_gemm_packed(t, rows.panels, N, K, x.data(), M, K + 2, got.data(), N, bias.data());
+          simd::reference_half_gemm(t, w.data(), stride, N, K, x.data(), M, K + 2, want.data(), N, bias.data());
+          for (int64_t i = 0; i < M * N; ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i])) << dtype_name(t) << " N=" << N << " K=" << K << " M=" << M << " " << i;
+          // gemm_nt takes the packed panels, in and out of a generation's scope alike.
+          gemm_nt(x.data(), M, K + 2, rows, got.data(), N, bias.data());
+          for (int64_t i = 0; i < M * N; ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "gemm_nt " << i;
+        }
 }
 
 TEST(Int8Gemm, TheReferenceIsTheIntegerDefinition) {
