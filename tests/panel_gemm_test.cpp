@@ -1,11 +1,12 @@
-// ops/int8_gemm.h and ops/half_gemm.h, the kernels over weight panels: the
-// tiled VNNI kernel computes exactly the arithmetic the header promises (bit for bit against reference_int8_gemm), at every row
-// count, panel remainder and weight format; its rows do not depend on the
-// rows beside them; and the promised arithmetic is the integer definition
-// within float rounding; the f16/bf16 kernel likewise against its reference,
-// from weights repacked the way a model load repacks them. The kernels'
-// tests skip on CPUs without AVX-512 (VNNI) (the dispatch never offers them
-// there); the reference's run everywhere.
+// ops/int8_gemm.h and ops/half_gemm.h, the kernels over weight panels. The
+// tiled VNNI kernel computes exactly the arithmetic its header promises (bit
+// for bit against reference_int8_gemm) at every row count, panel remainder
+// and weight format; a row does not depend on the rows beside it; and the
+// promised arithmetic is the integer definition within float rounding. The
+// f16/bf16 kernel matches its reference likewise, from weights repacked the
+// way a model load repacks them. The kernels' tests skip on CPUs without
+// AVX-512 (the dispatch never offers the kernels there); the references' run
+// everywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
