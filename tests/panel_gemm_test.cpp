@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/gemm.h"
-#include "ops/int8_dot.h"
-#include "ops/half_gemm.h"
-#include "ops/int8_gemm.h"
 #include "model/weights.h"
+#include "ops/gemm.h"
+#include "ops/half_gemm.h"
+#include "ops/int8_dot.h"
+#include "ops/int8_gemm.h"
 
 namespace bonfire {
 namespace {
@@ -146,27 +146,31 @@ TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
   // 3-D like a mixture's experts: [4, 48, 256], each expert's rows
   // starting a panel, so each expert's product reads its own panels.
   const int64_t E = 4, C = 48, K = 256;
-  const Weights w = random_weights(DType::Q8_0, E * C, K, rng);
-  WeightStore store;
-  store.add("w", Tensor::view(DType::Q8_0, {E, C, K}, const_cast<uint8_t*>(w.bytes.data()), nullptr), "test");
-  EXPECT_EQ(store.repack_for_cpu(), simd::int8_packed_bytes(E * C, K));
-  const Tensor& t = *store.find("w");
-  ASSERT_TRUE(t.repacked);
-  for (const int64_t M : {1, 3, 7}) {
-    const auto x = random_activations(M, K, rng);
-    std::vector<int32_t> sums(x.size());
-    simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
-    for (int64_t e = 0; e < E; ++e) {
-      const WeightRows rows = weight_rows(t, e * C, C);
-      ASSERT_NE(rows.panels, nullptr) << "expert " << e << " starts a panel";
-      std::vector<float> got(M * C), want(M * C);
-      simd::int8_gemm_packed(rows.panels, C, K, {x.data(), sums.data(), M}, got.data(), C, nullptr);
-      simd::reference_int8_gemm(DType::Q8_0, rows.data, w.stride, C, K, x.data(), M, want.data(), C, nullptr);
-      for (int64_t i = 0; i < M * C; ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "M=" << M << " e=" << e << " " << i;
+  for (const DType dt : {DType::Q8_0, DType::Q4_0}) {
+    const Weights w = random_weights(dt, E * C, K, rng);
+    WeightStore store;
+    store.add("w", Tensor::view(dt, {E, C, K}, const_cast<uint8_t*>(w.bytes.data()), nullptr), "test");
+    EXPECT_EQ(store.repack_for_cpu(), simd::int8_packed_bytes(dt, E * C, K));
+    const Tensor& t = *store.find("w");
+    ASSERT_TRUE(t.repacked);
+    for (const int64_t M : {1, 3, 7}) {
+      const auto x = random_activations(M, K, rng);
+      std::vector<int32_t> sums(x.size());
+      simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
+      for (int64_t e = 0; e < E; ++e) {
+        const WeightRows rows = weight_rows(t, e * C, C);
+        ASSERT_NE(rows.panels, nullptr) << "expert " << e << " starts a panel";
+        std::vector<float> got(M * C), want(M * C);
+        simd::int8_gemm_packed(dt, rows.panels, C, K, {x.data(), sums.data(), M}, got.data(), C, nullptr);
+        simd::reference_int8_gemm(dt, rows.data, w.stride, C, K, x.data(), M, want.data(), C, nullptr);
+        for (int64_t i = 0; i < M * C; ++i)
+          ASSERT_TRUE(same_bits(got[i], want[i])) << dtype_name(dt) << " M=" << M << " e=" << e << " " << i;
+      }
     }
+    EXPECT_EQ(weight_rows(t, 8, 16).panels, nullptr) << "rows that do not start a panel have none";
   }
-  EXPECT_EQ(weight_rows(t, 8, 16).panels, nullptr) << "rows that do not start a panel have none";
-  // Formats the kernel does not take are left alone.
+  // Formats no kernel takes are left alone.
+  WeightStore store;
   std::vector<uint8_t> f32(16 * 64 * 4);
   store.add("f", Tensor::view(DType::F32, {16, 64}, f32.data(), nullptr), "test");
   EXPECT_EQ(store.repack_for_cpu(), 0);
@@ -200,7 +204,8 @@ TEST(HalfGemm, PackedKernelIsTheReferenceBitForBit) {
           simd::half_gemm_packed(t, rows.panels, N, K, x.data(), M, K + 2, got.data(), N, bias.data());
           simd::reference_half_gemm(t, w.data(), stride, N, K, x.data(), M, K + 2, want.data(), N, bias.data());
           for (int64_t i = 0; i < M * N; ++i)
-            ASSERT_TRUE(same_bits(got[i], want[i])) << dtype_name(t) << " N=" << N << " K=" << K << " M=" << M << " " << i;
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << dtype_name(t) << " N=" << N << " K=" << K << " M=" << M << " " << i;
           // gemm_nt takes the packed panels, in and out of a generation's scope alike.
           gemm_nt(x.data(), M, K + 2, rows, got.data(), N, bias.data());
           for (int64_t i = 0; i < M * N; ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << "gemm_nt " << i;

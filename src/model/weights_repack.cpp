@@ -35,16 +35,16 @@ int64_t WeightStore::repack_for_cpu() {
     const uint8_t* w = static_cast<const uint8_t*>(t.data);
     std::shared_ptr<uint8_t> out;
     int64_t bytes = 0;
-    if (t.dtype == DType::Q8_0 && simd::int8_gemm_available(t.dtype, k)) {
-      bytes = simd::int8_packed_bytes(n, k);
+    if (simd::int8_gemm_available(t.dtype, k)) {
+      bytes = simd::int8_packed_bytes(t.dtype, n, k);
       out = huge_buffer(static_cast<size_t>(bytes));
-      parallel_for((n + 15) / 16, 8, [&](int64_t p0, int64_t p1) {
-        simd::int8_pack(t.dtype, w, stride, n, k, p0, p1, out.get());
-      });
+      parallel_for((n + 15) / 16, 8,
+                   [&](int64_t p0, int64_t p1) { simd::int8_pack(t.dtype, w, stride, n, k, p0, p1, out.get()); });
     } else if (simd::half_gemm_available(t.dtype)) {
       bytes = simd::half_packed_bytes(n, k);
       out = huge_buffer(static_cast<size_t>(bytes));
-      parallel_for((n + 15) / 16, 8, [&](int64_t p0, int64_t p1) { simd::half_pack(w, stride, n, k, p0, p1, out.get()); });
+      parallel_for((n + 15) / 16, 8,
+                   [&](int64_t p0, int64_t p1) { simd::half_pack(w, stride, n, k, p0, p1, out.get()); });
     } else {
       continue;
     }

@@ -107,8 +107,8 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
     parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
       const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
       if (w.panels)
-        simd::int8_gemm_packed(w.panels + n0 / 16 * simd::int8_panel_stride(K), n1 - n0, K, rows, out + n0, ldo,
-                               bias ? bias + n0 : nullptr);
+        simd::int8_gemm_packed(w.dtype, w.panels + n0 / 16 * simd::int8_panel_stride(w.dtype, K), n1 - n0, K, rows,
+                               out + n0, ldo, bias ? bias + n0 : nullptr);
       else
         simd::int8_gemm(w.dtype, w.data + n0 * stride, stride, n1 - n0, K, rows, out + n0, ldo,
                         bias ? bias + n0 : nullptr);
@@ -143,6 +143,8 @@ Int8Scope::Int8Scope() : ThreadFlagsScope(kInt8Allowed) {}
 BatchRowsScope::BatchRowsScope() : ThreadFlagsScope(kRowsApart) {}
 Int8AnyRowsScope::Int8AnyRowsScope() : ThreadFlagsScope(kInt8AnyRows) {}
 
+static bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
 WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   WeightRows w;
   w.dtype = t.dtype;
@@ -150,8 +152,8 @@ WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
   w.rows = count;
   w.data = t.row(first);
   if (t.repacked && first % 16 == 0)
-    w.panels = t.repacked.get() + first / 16 * (t.dtype == DType::Q8_0 ? simd::int8_panel_stride(w.cols)
-                                                                        : simd::half_panel_stride(w.cols));
+    w.panels = t.repacked.get() + first / 16 * (is_half(t.dtype) ? simd::half_panel_stride(w.cols)
+                                                                  : simd::int8_panel_stride(t.dtype, w.cols));
   return w;
 }
 

@@ -5,10 +5,10 @@
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/half_gemm.cpp"
+#include "ops/half_gemm.h"
+
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
-
-#include "ops/half_gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -77,10 +77,17 @@ void Rows(const uint8_t* const* panels, int64_t K, const float* x, int64_t M, in
   const float* xr = x + m * ldx;
   float* o = out + m * ldo;
   switch (M - m) {
-    case 3: Tile<kF16, 3, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid); break;
-    case 2: Tile<kF16, 2, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid); break;
-    case 1: Tile<kF16, 1, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid); break;
-    default: break;
+    case 3:
+      Tile<kF16, 3, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
+      break;
+    case 2:
+      Tile<kF16, 2, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
+      break;
+    case 1:
+      Tile<kF16, 1, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
+      break;
+    default:
+      break;
   }
 }
 
@@ -103,7 +110,7 @@ void Panels(const uint8_t* packed, int64_t N, int64_t K, const float* x, int64_t
 bool HalfAvailable() { return true; }
 
 void HalfGemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const float* x, int64_t M, int64_t ldx,
-                float* out, int64_t ldo, const float* bias) {
+                    float* out, int64_t ldo, const float* bias) {
   (t == DType::F16 ? Panels<true> : Panels<false>)(packed, N, K, x, M, ldx, out, ldo, bias);
 }
 
@@ -111,7 +118,7 @@ void HalfGemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
 
 bool HalfAvailable() { return false; }
 void HalfGemmPacked(DType, const uint8_t*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-                const float*) {}
+                    const float*) {}
 
 #endif
 
@@ -141,8 +148,8 @@ void half_pack(const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t f
   }
 }
 
-void half_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const float* x, int64_t M,
-                      int64_t ldx, float* out, int64_t ldo, const float* bias) {
+void half_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const float* x, int64_t M, int64_t ldx,
+                      float* out, int64_t ldo, const float* bias) {
   HWY_DYNAMIC_DISPATCH(HalfGemmPacked)(weight, panels, N, K, x, M, ldx, out, ldo, bias);
 }
 

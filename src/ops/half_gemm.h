@@ -30,8 +30,8 @@ void half_pack(const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t f
 
 // out[m * ldo + n] for m < M, n < N, against the packed panels starting at
 // the one holding row 0 of the N wanted; plus bias[n] when given.
-void half_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const float* x, int64_t M,
-                      int64_t ldx, float* out, int64_t ldo, const float* bias);
+void half_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const float* x, int64_t M, int64_t ldx,
+                      float* out, int64_t ldo, const float* bias);
 
 // The same arithmetic in plain C++ from the unpacked rows: the tests hold the kernel to it.
 void reference_half_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const float* x,

@@ -6,10 +6,10 @@
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/int8_gemm.cpp"
+#include "ops/int8_gemm.h"
+
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
-
-#include "ops/int8_gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +34,12 @@ namespace HWY_NAMESPACE {
 
 namespace {  // per target: each file's helpers stay its own
 
-constexpr int kLanes = 16;        // weight rows per panel: one int32 per lane
-constexpr int kPanelBlock = 512;  // bytes of one block of a panel: 8 × 4 bytes × 16 rows
-constexpr int kMaxRows = 4;       // activation rows per register tile
-constexpr int kAhead = 256;       // bytes of each weight row prefetched ahead
-constexpr int kStreamRows = 4;    // up to this many activation rows skip the packed copy
+constexpr int kLanes = 16;         // weight rows per panel: one int32 per lane
+constexpr int kPanelBlock = 512;   // bytes of one block of a panel: 8 × 4 bytes × 16 rows
+constexpr int kNibbleBlock = 256;  // the same for q4_0's panels, two values a byte
+constexpr int kMaxRows = 4;        // activation rows per register tile
+constexpr int kAhead = 256;        // bytes of each weight row prefetched ahead
+constexpr int kStreamRows = 4;     // up to this many activation rows skip the packed copy
 
 // A panel's block b: kPanelBlock bytes (register k4 holds bytes 4·k4..4·k4+3
 // of the block for each of the 16 rows, as unsigned w + 128) and 16 scales.
@@ -107,10 +108,12 @@ HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
   for (int i = 0; i < kLanes; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + off + kAhead), _MM_HINT_T0);
   const uint8_t* next = rows[0] + kLanes * p.stride + kLanes * off;
 #pragma GCC unroll 16
-  for (int i = 0; i < kLanes * (kQ8 ? 34 : 18); i += 64) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T1);
+  for (int i = 0; i < kLanes * (kQ8 ? 34 : 18); i += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T1);
   __m512i z[8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) z[i] = kQ8 ? RowPairQ8(rows[i] + off, rows[i + 8] + off) : RowPairQ4(rows[i] + off, rows[i + 8] + off);
+  for (int i = 0; i < 8; ++i)
+    z[i] = kQ8 ? RowPairQ8(rows[i] + off, rows[i + 8] + off) : RowPairQ4(rows[i] + off, rows[i + 8] + off);
   // An 8 × 8 transpose of 4-byte groups within each 256-bit half: output
   // j holds group j of rows 0..7, then of rows 8..15.
   const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
@@ -136,6 +139,18 @@ HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
   out.scale = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
 }
 
+// q4_0 rows into nibble panels: each block's 16 bytes transposed in groups
+// of 4 (register j: bytes 4j..4j+3 of the 16 rows), and the scales.
+void PackNibblePanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = p.rows[0] + b * sizeof(BlockQ4_0);
+    for (int j = 0; j < 4; ++j)
+      _mm512_store_si512(bytes + b * kNibbleBlock + 64 * j, _mm512_i32gather_epi32(p.scale_at, block + 2 + 4 * j, 1));
+    const __m512i words = _mm512_i32gather_epi32(p.scale_at, block, 1);
+    _mm512_store_ps(scales + b * kLanes, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
+  }
+}
+
 // Repacks a panel's K / 32 blocks into `bytes` and `scales` (Panel's layout).
 template <bool kQ8>
 void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
@@ -150,21 +165,23 @@ void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
 
 // The per-block step every path shares: MR activation rows against one
 // panel block, into acc — the arithmetic int8_gemm.h promises.
-template <int MR>
+// k holds unsigned bytes w + (128 >> kShift): w + 128 for bytes, the raw
+// nibble (w + 8) for q4_0 panels, so the start subtracts sum >> kShift.
+template <int MR, int kShift = 0>
 HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* xb, const int32_t* const* sum,
                            __m512* acc) {
   __m512i dot[MR];
-  #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-*sum[m]);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-(*sum[m] >> kShift));
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
       int32_t four;
       std::memcpy(&four, xb[m]->qs + 4 * j, sizeof four);
       dot[m] = _mm512_dpbusd_epi32(dot[m], k[j], _mm512_set1_epi32(four));
     }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
     acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m]), _mm512_mul_ps(dw, _mm512_set1_ps(xb[m]->d)), acc[m]);
 }
@@ -174,30 +191,46 @@ template <int MR>
 HWY_INLINE void Store(const __m512* acc, float* out, int64_t ldo, const float* bias, int64_t lanes) {
   const __mmask16 keep = static_cast<__mmask16>((1u << lanes) - 1);
   const __m512 bv = bias ? _mm512_maskz_loadu_ps(keep, bias) : _mm512_setzero_ps();
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(out + m * ldo, keep, bias ? _mm512_add_ps(acc[m], bv) : acc[m]);
 }
 
-// MR activation rows × NP packed panels, all blocks.
-template <int MR, int NP>
+// MR activation rows × NP packed panels, all blocks. kNibbles: q4_0's
+// panels, which keep the file's nibbles (register j holds bytes 4j..4j+3 of
+// each row's 16; low nibbles are values 4j.., high ones 16 + 4j..).
+template <int MR, int NP, bool kNibbles>
 HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t nb, float* out, int64_t ldo,
                      const float* bias, int64_t n_valid) {
   __m512 acc[NP][MR];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int p = 0; p < NP; ++p)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) acc[p][m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActBlock* xb[MR];
     const int32_t* sb[MR];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
-    #pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p)
-      Accumulate<MR>(reinterpret_cast<const __m512i*>(panels[p].bytes + b * kPanelBlock),
-                     _mm512_load_ps(panels[p].scales + b * kLanes), xb, sb, acc[p]);
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      const __m512 dw = _mm512_load_ps(panels[p].scales + b * kLanes);
+      if (kNibbles) {
+        const auto* src = reinterpret_cast<const __m512i*>(panels[p].bytes + b * kNibbleBlock);
+        const __m512i low = _mm512_set1_epi8(0x0f);
+        __m512i k[8];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m512i r = _mm512_load_si512(src + j);
+          k[j] = _mm512_and_si512(r, low);
+          k[j + 4] = _mm512_and_si512(_mm512_srli_epi16(r, 4), low);
+        }
+        Accumulate<MR, 4>(k, dw, xb, sb, acc[p]);
+      } else {
+        Accumulate<MR>(reinterpret_cast<const __m512i*>(panels[p].bytes + b * kPanelBlock), dw, xb, sb, acc[p]);
+      }
+    }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int p = 0; p < NP && p * kLanes < n_valid; ++p)
     Store<MR>(acc[p], out + p * kLanes, ldo, bias ? bias + p * kLanes : nullptr,
               std::min<int64_t>(kLanes, n_valid - p * kLanes));
@@ -210,14 +243,14 @@ template <bool kQ8, int MR>
 void Stream(const PanelRows& rows, const ActBlock* x, const int32_t* sums, int64_t nb, float* out, int64_t ldo,
             const float* bias, int64_t lanes) {
   __m512 acc[MR];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
   PanelBlock r;
   for (int64_t b = 0; b < nb; ++b) {
     LoadPanelBlock<kQ8>(rows, b, r);
     const ActBlock* xb[MR];
     const int32_t* sb[MR];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
     Accumulate<MR>(r.k, r.scale, xb, sb, acc);
   }
@@ -233,28 +266,43 @@ void StreamRows(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, const A
     const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
     const float* bn = bias ? bias + n0 : nullptr;
     switch (M) {
-      case 4: Stream<kQ8, 4>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
-      case 3: Stream<kQ8, 3>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
-      case 2: Stream<kQ8, 2>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
-      default: Stream<kQ8, 1>(rows, x, sums, nb, out + n0, ldo, bn, lanes); break;
+      case 4:
+        Stream<kQ8, 4>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
+        break;
+      case 3:
+        Stream<kQ8, 3>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
+        break;
+      case 2:
+        Stream<kQ8, 2>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
+        break;
+      default:
+        Stream<kQ8, 1>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
+        break;
     }
   }
 }
 
-template <int NP>
+template <int NP, bool kNibbles = false>
 void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M, int64_t nb, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
   int64_t m = 0;
   for (; m + kMaxRows <= M; m += kMaxRows)
-    Tile<kMaxRows, NP>(panels, x + m * nb, sums + m * nb, nb, out + m * ldo, ldo, bias, n_valid);
+    Tile<kMaxRows, NP, kNibbles>(panels, x + m * nb, sums + m * nb, nb, out + m * ldo, ldo, bias, n_valid);
   const ActBlock* xr = x + m * nb;
   const int32_t* sr = sums + m * nb;
   float* o = out + m * ldo;
   switch (M - m) {
-    case 3: Tile<3, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
-    case 2: Tile<2, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
-    case 1: Tile<1, NP>(panels, xr, sr, nb, o, ldo, bias, n_valid); break;
-    default: break;
+    case 3:
+      Tile<3, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
+      break;
+    case 2:
+      Tile<2, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
+      break;
+    case 1:
+      Tile<1, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
+      break;
+    default:
+      break;
   }
 }
 
@@ -263,7 +311,7 @@ void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M
 bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
 
 void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
-          int64_t M, float* out, int64_t ldo, const float* bias) {
+              int64_t M, float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
   const bool q8 = t == DType::Q8_0;
   if (M <= kStreamRows) {
@@ -288,7 +336,8 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
     const int np = N - n0 > kLanes ? 2 : 1;
     for (int p = 0; p < np; ++p) {
       PanelRowsAt(w, stride, n0 + p * kLanes, N, rows);
-      (q8 ? PackPanel<true> : PackPanel<false>)(rows, nb, base[p], reinterpret_cast<float*>(base[p] + nb * kPanelBlock));
+      (q8 ? PackPanel<true> : PackPanel<false>)(rows, nb, base[p],
+                                                reinterpret_cast<float*>(base[p] + nb * kPanelBlock));
     }
     const float* bn = bias ? bias + n0 : nullptr;
     if (np == 2)
@@ -298,35 +347,47 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
   }
 }
 
-void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last, uint8_t* out) {
+int64_t PanelBlockBytes(DType t) { return t == DType::Q8_0 ? kPanelBlock : kNibbleBlock; }
+
+void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
+              uint8_t* out) {
   const int64_t nb = K / 32;
-  const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
+  const int64_t block = PanelBlockBytes(t), panel = nb * (block + kLanes * sizeof(float));
   PanelRows rows;
   for (int64_t p = first; p < last; ++p) {
     PanelRowsAt(w, stride, p * kLanes, N, rows);
     uint8_t* base = out + p * panel;
-    (t == DType::Q8_0 ? PackPanel<true> : PackPanel<false>)(rows, nb, base,
-                                                            reinterpret_cast<float*>(base + nb * kPanelBlock));
+    float* scales = reinterpret_cast<float*>(base + nb * block);
+    if (t == DType::Q8_0)
+      PackPanel<true>(rows, nb, base, scales);
+    else
+      PackNibblePanel(rows, nb, base, scales);
   }
 }
 
-void Int8GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
+template <bool kNibbles>
+void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                 float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
-  const int64_t panel = nb * (kPanelBlock + kLanes * sizeof(float));
+  const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock, panel = nb * (block + kLanes * sizeof(float));
   Panel panels[2];
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const int np = N - n0 > kLanes ? 2 : 1;
     for (int p = 0; p < np; ++p) {
       const uint8_t* base = packed + (n0 / kLanes + p) * panel;
-      panels[p] = {base, reinterpret_cast<const float*>(base + nb * kPanelBlock)};
+      panels[p] = {base, reinterpret_cast<const float*>(base + nb * block)};
     }
     const float* bn = bias ? bias + n0 : nullptr;
     if (np == 2)
-      Rows<2>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+      Rows<2, kNibbles>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
     else
-      Rows<1>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
+      Rows<1, kNibbles>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
   }
+}
+
+void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
+                    int64_t M, float* out, int64_t ldo, const float* bias) {
+  (t == DType::Q8_0 ? GemmPanels<false> : GemmPanels<true>)(packed, N, K, x, sums, M, out, ldo, bias);
 }
 
 #pragma GCC diagnostic pop
@@ -335,10 +396,10 @@ void Int8GemmPacked(const uint8_t* packed, int64_t N, int64_t K, const ActBlock*
 
 bool Int8Available() { return false; }
 void Int8Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
-void Int8GemmPacked(const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
-                const float*) {}
-void Int8Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
-          const float*) {}
+void Int8GemmPacked(DType, const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
+                    const float*) {}
+void Int8Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*,
+              int64_t, const float*) {}
 
 #endif
 
@@ -353,17 +414,19 @@ HWY_EXPORT(Int8Gemm);
 HWY_EXPORT(Int8Pack);
 HWY_EXPORT(Int8GemmPacked);
 
-int64_t int8_panel_stride(int64_t k) { return k / 32 * (512 + 16 * int64_t(sizeof(float))); }
-int64_t int8_packed_bytes(int64_t n, int64_t k) { return (n + 15) / 16 * int8_panel_stride(k); }
+int64_t int8_panel_stride(DType weight, int64_t k) {
+  return k / 32 * ((weight == DType::Q8_0 ? 512 : 256) + 16 * int64_t(sizeof(float)));
+}
+int64_t int8_packed_bytes(DType weight, int64_t n, int64_t k) { return (n + 15) / 16 * int8_panel_stride(weight, k); }
 
 void int8_pack(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
                uint8_t* out) {
   HWY_DYNAMIC_DISPATCH(Int8Pack)(weight, w, stride, N, K, first, last, out);
 }
 
-void int8_gemm_packed(const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out, int64_t ldo,
-                      const float* bias) {
-  HWY_DYNAMIC_DISPATCH(Int8GemmPacked)(panels, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out,
+                      int64_t ldo, const float* bias) {
+  HWY_DYNAMIC_DISPATCH(Int8GemmPacked)(weight, panels, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
 }
 
 bool int8_gemm_available(DType weight, int64_t k) {

@@ -46,18 +46,19 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
 // Weights repacked once (at load) into the kernel's panel layout, so a
 // decode step streams one sequential run of bytes and does no transposing.
 // Panel p (rows 16p..16p+15; rows past N repeat the last) takes
-// int8_panel_stride(K) bytes at p * int8_panel_stride(K), 64-byte aligned.
-// For q8_0 that is 36 bytes per 32 values against the file's 34.
-int64_t int8_panel_stride(int64_t k);
-int64_t int8_packed_bytes(int64_t n, int64_t k);
+// int8_panel_stride bytes at p * int8_panel_stride, 64-byte aligned: 36
+// bytes per 32 q8_0 values against the file's 34, and 20 per 32 q4_0 values
+// against 18 (q4_0's panels keep the nibbles).
+int64_t int8_panel_stride(DType weight, int64_t k);
+int64_t int8_packed_bytes(DType weight, int64_t n, int64_t k);
 // Packs panels [first, last) of w (rows as in int8_gemm) into out + first *
 // int8_panel_stride(K). Requires int8_gemm_available(weight, K).
 void int8_pack(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
                uint8_t* out);
 // int8_gemm against packed panels: `panels` is the panel holding row 0 of
 // the N rows wanted. The same bits as int8_gemm.
-void int8_gemm_packed(const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out, int64_t ldo,
-                      const float* bias);
+void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K, const Int8Rows& x, float* out,
+                      int64_t ldo, const float* bias);
 
 // The same arithmetic in plain C++ on any CPU: the tests hold int8_gemm to it bit for bit.
 void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,
