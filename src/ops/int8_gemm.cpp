@@ -170,20 +170,26 @@ void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
 template <int MR, int kShift = 0>
 HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* xb, const int32_t* const* sum,
                            __m512* acc) {
-  __m512i dot[MR];
+  // Two chains per row (groups 0-3 and 4-7), added at the end: integer sums,
+  // so the result is the same, and a one-row step does not wait on eight
+  // dependent multiply-adds per block.
+  __m512i dot[MR], tail[MR];
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-(*sum[m] >> kShift));
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j)
+  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-(*sum[m] >> kShift)), tail[m] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j)
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      int32_t four;
-      std::memcpy(&four, xb[m]->qs + 4 * j, sizeof four);
-      dot[m] = _mm512_dpbusd_epi32(dot[m], k[j], _mm512_set1_epi32(four));
+      int32_t four[2];
+      std::memcpy(&four[0], xb[m]->qs + 4 * j, sizeof four[0]);
+      std::memcpy(&four[1], xb[m]->qs + 4 * (j + 4), sizeof four[1]);
+      dot[m] = _mm512_dpbusd_epi32(dot[m], k[j], _mm512_set1_epi32(four[0]));
+      tail[m] = _mm512_dpbusd_epi32(tail[m], k[j + 4], _mm512_set1_epi32(four[1]));
     }
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
-    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m]), _mm512_mul_ps(dw, _mm512_set1_ps(xb[m]->d)), acc[m]);
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[m], tail[m])),
+                             _mm512_mul_ps(dw, _mm512_set1_ps(xb[m]->d)), acc[m]);
 }
 
 // Writes MR rows of one panel's outputs (the first `lanes` of 16), plus bias.
