@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +95,42 @@ TEST_F(ForEachTarget, Int8DotIsTheIntegerSumOnEveryTarget) {
       EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want)))
           << target_name(target) << " " << dtype_name(c.t) << " n=" << c.n;
     }
+  }
+}
+
+TEST_F(ForEachTarget, QuantizingIsTheScalarDefinitionOnEveryTarget) {
+  // Random blocks, and blocks whose largest value is 127 so the scale is 1
+  // and values k + 0.5 land exactly on halves (lround: away from zero).
+  std::mt19937 rng(9);
+  std::vector<float> x = random_values(32 * 40, rng, 3.0f);
+  for (int b = 0; b < 8; ++b) {
+    float* xb = &x[b * 32];
+    xb[0] = (b % 2 ? -127.0f : 127.0f);
+    for (int j = 1; j < 32; ++j) xb[j] = float((j * 7 + b) % 120) - 60.0f + 0.5f;
+  }
+  std::fill(x.begin() + 32 * 9, x.begin() + 32 * 10, 0.0f);  // an all-zero block
+  std::vector<simd::ActBlock> want(40);
+  for (int b = 0; b < 40; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[b * 32 + j]));
+    want[b].d = amax / 127.0f;
+    const float inv = want[b].d > 0 ? 1.0f / want[b].d : 0.0f;
+    for (int j = 0; j < 32; ++j) want[b].qs[j] = static_cast<int8_t>(std::lround(x[b * 32 + j] * inv));
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<simd::ActBlock> got(40);
+    ASSERT_TRUE(simd::quantize_activations(x.data(), 32 * 40, got.data()));
+    for (int b = 0; b < 40; ++b) {
+      EXPECT_EQ(got[b].d, want[b].d) << target_name(target) << " block " << b;
+      for (int j = 0; j < 32; ++j)
+        ASSERT_EQ(got[b].qs[j], want[b].qs[j]) << target_name(target) << " block " << b << " value " << j;
+    }
+    std::vector<float> bad = x;
+    bad[32 * 5 + 3] = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(simd::quantize_activations(bad.data(), 32 * 40, got.data())) << target_name(target);
+    bad[32 * 5 + 3] = std::nanf("");
+    EXPECT_FALSE(simd::quantize_activations(bad.data(), 32 * 40, got.data())) << target_name(target);
   }
 }
 

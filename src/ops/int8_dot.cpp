@@ -166,6 +166,39 @@ float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
 
 #endif
 
+// quantize_activations per target: the same values as the scalar
+// definition (scale = max|x| / 127, each value rounded to nearest with
+// halves away from zero, as lround does), without a libm call per value.
+bool QuantizeActivations(const float* x, int64_t n, ActBlock* out) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  HWY_ALIGN int32_t q[32];  // lanes divide 32 on every target
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    auto vmax = hn::Zero(d);
+    for (int64_t j = 0; j < 32; j += L) {
+      const auto v = hn::LoadU(d, xb + j);
+      if (!hn::AllTrue(d, hn::IsFinite(v))) return false;
+      vmax = hn::Max(vmax, hn::Abs(v));
+    }
+    const float amax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    const float scale = amax / 127.0f;
+    const auto inv = hn::Set(d, scale > 0 ? 1.0f / scale : 0.0f);
+    for (int64_t j = 0; j < 32; j += L) {
+      const auto v = hn::Mul(hn::LoadU(d, xb + j), inv);
+      const auto t = hn::Trunc(v);
+      const auto up = hn::Ge(hn::Abs(hn::Sub(v, t)), hn::Set(d, 0.5f));  // exact: v - t loses nothing
+      const auto r = hn::Add(t, hn::IfThenElseZero(up, hn::CopySign(hn::Set(d, 1.0f), v)));
+      hn::Store(hn::ConvertTo(di, r), di, q + j);
+    }
+    out[b].d = scale;
+    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(q[j]);
+  }
+  return true;
+}
+
 float DotInt8(DType t, const void* row, const ActBlock* x, int64_t n) {
   if (t == DType::Q8_0) return DotQ8(static_cast<const BlockQ8_0*>(row), x, n / 32);
   if (t == DType::Q6_K) return DotQ6K(static_cast<const BlockQ6_K*>(row), x, n / 256);
@@ -191,6 +224,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace bonfire::simd {
 HWY_EXPORT(DotInt8);
+HWY_EXPORT(QuantizeActivations);
 HWY_EXPORT(Int8Path);
 
 bool int8_dot_supported(DType weight, int64_t n) {
@@ -199,21 +233,7 @@ bool int8_dot_supported(DType weight, int64_t n) {
 }
 
 bool quantize_activations(const float* x, int64_t n, ActBlock* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0;
-    bool finite = true;
-    for (int j = 0; j < 32; ++j) {
-      finite &= std::isfinite(xb[j]);
-      amax = std::fmax(amax, std::fabs(xb[j]));
-    }
-    if (!finite) return false;
-    const float d = amax / 127.0f;
-    const float id = d > 0 ? 1.0f / d : 0.0f;
-    out[b].d = d;
-    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::lround(xb[j] * id));
-  }
-  return true;
+  return HWY_DYNAMIC_DISPATCH(QuantizeActivations)(x, n, out);
 }
 
 float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n) {
