@@ -6,6 +6,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/half_gemm.cpp"
 #include "ops/half_gemm.h"
+#include "ops/row_tiles.h"
 
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
@@ -27,7 +28,6 @@ namespace HWY_NAMESPACE {
 namespace {  // per target: each file's helpers stay its own
 
 constexpr int kLanes = 16;   // weight rows per panel
-constexpr int kMaxRows = 4;  // activation rows per register tile
 
 // 16 rows' values at one k, widened to f32.
 template <bool kF16>
@@ -71,24 +71,9 @@ HWY_INLINE void Tile(const uint8_t* const* panels, int64_t K, const float* x, in
 template <bool kF16, int NP>
 void Rows(const uint8_t* const* panels, int64_t K, const float* x, int64_t M, int64_t ldx, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
-  int64_t m = 0;
-  for (; m + kMaxRows <= M; m += kMaxRows)
-    Tile<kF16, kMaxRows, NP>(panels, K, x + m * ldx, ldx, out + m * ldo, ldo, bias, n_valid);
-  const float* xr = x + m * ldx;
-  float* o = out + m * ldo;
-  switch (M - m) {
-    case 3:
-      Tile<kF16, 3, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
-      break;
-    case 2:
-      Tile<kF16, 2, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
-      break;
-    case 1:
-      Tile<kF16, 1, NP>(panels, K, xr, ldx, o, ldo, bias, n_valid);
-      break;
-    default:
-      break;
-  }
+  for_row_tiles(M, [&](auto mr, int64_t m) {
+    Tile<kF16, decltype(mr)::value, NP>(panels, K, x + m * ldx, ldx, out + m * ldo, ldo, bias, n_valid);
+  });
 }
 
 template <bool kF16>

@@ -7,6 +7,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/int8_gemm.cpp"
 #include "ops/int8_gemm.h"
+#include "ops/row_tiles.h"
 
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
@@ -37,7 +38,6 @@ namespace {  // per target: each file's helpers stay its own
 constexpr int kLanes = 16;         // weight rows per panel: one int32 per lane
 constexpr int kPanelBlock = 512;   // bytes of one block of a panel: 8 × 4 bytes × 16 rows
 constexpr int kNibbleBlock = 256;  // the same for q4_0's panels, two values a byte
-constexpr int kMaxRows = 4;        // activation rows per register tile
 constexpr int kAhead = 256;        // bytes of each weight row prefetched ahead
 constexpr int kStreamRows = 4;     // up to this many activation rows skip the packed copy
 
@@ -271,45 +271,18 @@ void StreamRows(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, const A
     PanelRowsAt(w, stride, n0, N, rows);
     const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
     const float* bn = bias ? bias + n0 : nullptr;
-    switch (M) {
-      case 4:
-        Stream<kQ8, 4>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
-        break;
-      case 3:
-        Stream<kQ8, 3>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
-        break;
-      case 2:
-        Stream<kQ8, 2>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
-        break;
-      default:
-        Stream<kQ8, 1>(rows, x, sums, nb, out + n0, ldo, bn, lanes);
-        break;
-    }
+    for_row_tiles(M, [&](auto mr, int64_t m) {
+      Stream<kQ8, decltype(mr)::value>(rows, x + m * nb, sums + m * nb, nb, out + n0 + m * ldo, ldo, bn, lanes);
+    });
   }
 }
 
 template <int NP, bool kNibbles = false>
 void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M, int64_t nb, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
-  int64_t m = 0;
-  for (; m + kMaxRows <= M; m += kMaxRows)
-    Tile<kMaxRows, NP, kNibbles>(panels, x + m * nb, sums + m * nb, nb, out + m * ldo, ldo, bias, n_valid);
-  const ActBlock* xr = x + m * nb;
-  const int32_t* sr = sums + m * nb;
-  float* o = out + m * ldo;
-  switch (M - m) {
-    case 3:
-      Tile<3, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
-      break;
-    case 2:
-      Tile<2, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
-      break;
-    case 1:
-      Tile<1, NP, kNibbles>(panels, xr, sr, nb, o, ldo, bias, n_valid);
-      break;
-    default:
-      break;
-  }
+  for_row_tiles(M, [&](auto mr, int64_t m) {
+    Tile<decltype(mr)::value, NP, kNibbles>(panels, x + m * nb, sums + m * nb, nb, out + m * ldo, ldo, bias, n_valid);
+  });
 }
 
 }  // namespace
