@@ -2,6 +2,7 @@
 // (and their fuzz targets) do not depend on the ops layer's kernels.
 #include <sys/mman.h>
 
+#include <map>
 #include <memory>
 #include <new>
 
@@ -28,9 +29,15 @@ std::shared_ptr<uint8_t> huge_buffer(size_t bytes) {
 
 int64_t WeightStore::repack_for_cpu() {
   int64_t added = 0;
+  // Names that alias one tensor (a tied output, the IR's aliases) share one copy.
+  std::map<const void*, std::shared_ptr<const uint8_t>> done;
   for (auto& [name, e] : tensors_) {
     Tensor& t = e.tensor;
     if (t.repacked || t.shape.size() < 2 || t.rows() < 16) continue;
+    if (auto it = done.find(t.data); it != done.end()) {
+      t.repacked = it->second;
+      continue;
+    }
     const int64_t n = t.rows(), k = t.cols(), stride = row_bytes(t.dtype, k);
     const uint8_t* w = static_cast<const uint8_t*>(t.data);
     std::shared_ptr<uint8_t> out;
@@ -49,6 +56,7 @@ int64_t WeightStore::repack_for_cpu() {
       continue;
     }
     t.repacked = std::move(out);
+    done[t.data] = t.repacked;
     added += bytes;
   }
   return added;

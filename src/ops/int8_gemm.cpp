@@ -26,8 +26,14 @@ namespace bonfire::simd {
 namespace HWY_NAMESPACE {
 
 #if HWY_TARGET == HWY_AVX3_DL
-// Highway 1.0.3's AVX3_DL target string names the VEX VNNI only.
+// Highway 1.0.3's AVX3_DL target string names the VEX VNNI only; the
+// functions below add the EVEX one (GCC and clang spell that differently).
+#if defined(__clang__)  // replaces Highway's push (HWY_BEFORE_NAMESPACE) until the end
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target(HWY_TARGET_STR ",avx512vnni"))), apply_to = function)
+#else
 #pragma GCC target("avx512vnni")
+#endif
 // GCC 12's AVX-512 headers fill unused inputs with _mm512_undefined_*(),
 // which -Wmaybe-uninitialized then reports inside every insert and cast.
 #pragma GCC diagnostic push
@@ -370,6 +376,10 @@ void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
 }
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target(HWY_TARGET_STR))), apply_to = function)
+#endif
 
 #else  // no VNNI: int8_gemm_available() says so and nothing calls Gemm
 
