@@ -73,13 +73,7 @@ void WeightStore::map_in() const {
     const auto first = reinterpret_cast<uintptr_t>(e.tensor.data);
     const uintptr_t end = first + static_cast<uintptr_t>(e.tensor.nbytes());
     if (!e.tensor.data || end <= first) continue;
-    if (e.tensor.repacked) {
-      // Products read the copy; the file's pages (all but those shared with
-      // a neighbour) leave this process and stay in the page cache.
-      const uintptr_t inner = (first + page - 1) & ~(page - 1), inner_end = end & ~(page - 1);
-      if (inner_end > inner) madvise(reinterpret_cast<void*>(inner), inner_end - inner, MADV_DONTNEED);
-      continue;
-    }
+    if (e.tensor.repacked) continue;  // products read the copy; packing it read these pages
     const uintptr_t begin = first & ~(page - 1);
     // The kernel maps the pages in one call where it can (Linux 5.14+)...
     madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);

@@ -42,9 +42,8 @@ class WeightStore {
   // Maps every tensor's pages into this process now, so the first step does
   // not take a page fault per 4 KiB of weights (about 0.2 s on a 1.1 GB
   // model). The bytes must already be in the page cache (ModelFiles::warm)
-  // or this reads them from disk. A tensor with a repacked copy is read
-  // from the copy, so its file pages are let go instead (they stay in the
-  // page cache): the process holds one copy of such weights, not two.
+  // or this reads them from disk. Tensors with a repacked copy are skipped:
+  // products read the copy (and packing it read the original's pages).
   void map_in() const;
   // Gives each q8_0, f16 and bf16 matrix a copy in the layout the CPU's
   // kernels stream best (Tensor::repacked: ops/int8_gemm.h, ops/half_gemm.h),
