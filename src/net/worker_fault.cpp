@@ -1,8 +1,10 @@
 #include "net/worker_fault.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
+#include "net/token_check.h"
 
 namespace bonfire::net {
 
@@ -57,9 +59,19 @@ std::string LieFault::tell(std::map<std::string, Tensor>& outputs, const std::ve
       const int64_t r = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng_);
       const float* row = logits.f32() + (logits.rows() - rows + r) * V;
       const int64_t drawn = static_cast<int64_t>(tokens.f32()[r]);
+      // The best token a check can tell from the drawn one: a runner-up
+      // within the near-tie tolerance is forgiven by design (token_check.h),
+      // so lying with it would be no lie to catch (a fresh clone's net.verify
+      // once released such a "lie", 318 -> 714, and failed on it).
+      double largest = 0;
+      for (int64_t i = 0; i < V; ++i)
+        if (std::isfinite(row[i])) largest = std::max(largest, std::fabs(double(row[i])));
+      const double below =
+          drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * kLogitTolerance * (1 + largest) : HUGE_VAL;
       int64_t second = -1;
       for (int64_t i = 0; i < V; ++i)
-        if (i != drawn && !std::isnan(row[i]) && (second < 0 || row[i] > row[second])) second = i;
+        if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below && (second < 0 || row[i] > row[second]))
+          second = i;
       if (second >= 0) {
         tokens.f32()[r] = static_cast<float>(second);
         what += "token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " + std::to_string(r) + ")";

@@ -5,7 +5,9 @@
 // worker returns a result that no shape or range check can tell from a
 // right one:
 // - a call that samples a token returns the second-best token instead (the
-//   best-scoring one other than the token drawn), on one row of the call;
+//   best-scoring one whose logit is more than twice the near-tie tolerance of
+//   net/token_check.h below the drawn one's: a closer runner-up is forgiven
+//   by design), on one row of the call;
 // - any other call (a pipeline stage's hidden state, a verifier's logits)
 //   has every row of its f32 outputs moved by 1% of the row's norm in a
 //   random direction.
