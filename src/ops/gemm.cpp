@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/threads.h"
@@ -74,6 +75,14 @@ constexpr uint32_t kInt8Allowed = 1u << 0;  // a thread_flags() bit
 constexpr uint32_t kRowsApart = 1u << 1;    // a thread_flags() bit: BatchRowsScope
 constexpr uint32_t kInt8AnyRows = 1u << 2;  // a thread_flags() bit: Int8AnyRowsScope
 
+// Weight rows [n0, n1) split over the threads in whole pairs of 16-row
+// panels, the unit the panel kernels (ops/int8_gemm.h, ops/half_gemm.h) take.
+void for_panel_chunks(int64_t N, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kPanels = 32;
+  parallel_for((N + kPanels - 1) / kPanels, 1,
+               [&](int64_t p0, int64_t p1) { fn(p0 * kPanels, std::min(N, p1 * kPanels)); });
+}
+
 // The int8 path: x's rows quantized once (into this thread's reusable
 // buffer), then every weight row dotted with each, or, where the CPU has the
 // tiled kernel (ops/int8_gemm.h), panels of weight rows against tiles of x.
@@ -102,10 +111,7 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
     sums.resize(xq.size());
     simd::int8_block_sums(q, M * blocks, sums.data());
     const simd::Int8Rows rows{q, sums.data(), M};
-    // Whole panels of 32 weight rows per chunk, so no panel is split.
-    constexpr int64_t kPanel = 32;
-    parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
-      const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
+    for_panel_chunks(N, [&](int64_t n0, int64_t n1) {
       if (w.panels)
         simd::int8_gemm_packed(w.dtype, w.panels + n0 / 16 * simd::int8_panel_stride(w.dtype, K), n1 - n0, K, rows,
                                out + n0, ldo, bias ? bias + n0 : nullptr);
@@ -164,10 +170,7 @@ void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float*
   const int64_t stride = row_bytes(w.dtype, K);
   if (gemm_nt_int8(x, M, ldx, w, out, ldo, bias)) return;
   if (w.panels && simd::half_gemm_available(w.dtype)) {
-    // f16/bf16 repacked at load: whole panels of 32 rows per chunk.
-    constexpr int64_t kPanel = 32;
-    parallel_for((N + kPanel - 1) / kPanel, 1, [&](int64_t p0, int64_t p1) {
-      const int64_t n0 = p0 * kPanel, n1 = std::min(N, p1 * kPanel);
+    for_panel_chunks(N, [&](int64_t n0, int64_t n1) {  // f16/bf16 repacked at load
       simd::half_gemm_packed(w.dtype, w.panels + n0 / 16 * simd::half_panel_stride(K), n1 - n0, K, x, M, ldx,
                              out + n0, ldo, bias ? bias + n0 : nullptr);
     });

@@ -295,43 +295,6 @@ void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M
 
 bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
 
-void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
-              int64_t M, float* out, int64_t ldo, const float* bias) {
-  const int64_t nb = K / 32;
-  const bool q8 = t == DType::Q8_0;
-  if (M <= kStreamRows) {
-    (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
-    return;
-  }
-  // Two panels (32 weight rows) at a time, repacked into this thread's buffer.
-  struct alignas(64) Line {
-    uint8_t bytes[64];
-  };
-  thread_local std::vector<Line> buffer;  // aligned for the 64-byte loads
-  const size_t panel_bytes = static_cast<size_t>(nb) * (kPanelBlock + kLanes * sizeof(float));
-  if (buffer.size() < 2 * panel_bytes / 64) buffer.resize(2 * panel_bytes / 64);
-  uint8_t* base[2];
-  Panel panels[2];
-  for (int p = 0; p < 2; ++p) {
-    base[p] = reinterpret_cast<uint8_t*>(buffer.data()) + p * panel_bytes;
-    panels[p] = {base[p], reinterpret_cast<const float*>(base[p] + nb * kPanelBlock)};
-  }
-  PanelRows rows;
-  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
-    const int np = N - n0 > kLanes ? 2 : 1;
-    for (int p = 0; p < np; ++p) {
-      PanelRowsAt(w, stride, n0 + p * kLanes, N, rows);
-      (q8 ? PackPanel<true> : PackPanel<false>)(rows, nb, base[p],
-                                                reinterpret_cast<float*>(base[p] + nb * kPanelBlock));
-    }
-    const float* bn = bias ? bias + n0 : nullptr;
-    if (np == 2)
-      Rows<2>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
-    else
-      Rows<1>(panels, x, sums, M, nb, out + n0, ldo, bn, N - n0);
-  }
-}
-
 int64_t PanelBlockBytes(DType t) { return t == DType::Q8_0 ? kPanelBlock : kNibbleBlock; }
 
 void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
@@ -373,6 +336,30 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
 void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
                     int64_t M, float* out, int64_t ldo, const float* bias) {
   (t == DType::Q8_0 ? GemmPanels<false> : GemmPanels<true>)(packed, N, K, x, sums, M, out, ldo, bias);
+}
+
+void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
+              int64_t M, float* out, int64_t ldo, const float* bias) {
+  const int64_t nb = K / 32;
+  const bool q8 = t == DType::Q8_0;
+  if (M <= kStreamRows) {
+    (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
+    return;
+  }
+  // Two panels (32 weight rows) at a time, packed into this thread's buffer
+  // the way a load packs them, then the packed product.
+  struct alignas(64) Line {
+    uint8_t bytes[64];
+  };
+  thread_local std::vector<Line> buffer;  // aligned for the 64-byte loads
+  const int64_t panel = nb * (PanelBlockBytes(t) + kLanes * sizeof(float));
+  if (buffer.size() < static_cast<size_t>(2 * panel / 64)) buffer.resize(2 * panel / 64);
+  uint8_t* packed = reinterpret_cast<uint8_t*>(buffer.data());
+  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
+    const int64_t nn = std::min<int64_t>(2 * kLanes, N - n0);
+    Int8Pack(t, w + n0 * stride, stride, nn, K, 0, (nn + kLanes - 1) / kLanes, packed);
+    Int8GemmPacked(t, packed, nn, K, x, sums, M, out + n0, ldo, bias ? bias + n0 : nullptr);
+  }
 }
 
 #pragma GCC diagnostic pop
