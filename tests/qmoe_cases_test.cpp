@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -129,6 +130,58 @@ TEST(QmoeCases, EveryCommittedCaseMatchesOrtOnEveryCpuVariant) {
   }
   std::printf("QMOE_WORST cases: %d outputs (%d runs), %d refusals; worst |error| / max|ORT output| = %.3g (%s)\n",
               outputs, runs, refusals, worst.rel, worst.where.c_str());
+}
+
+// A model's QMoE layers run through a PlanCache (kernels/graph_ops.cpp):
+// a plan kept from an earlier call of the same shapes must give the bits a
+// fresh run_op gives, for every case in turn and again after the others
+// (so a plan is never taken for another call's), with the output written
+// in place when the caller binds it; refusals are refused every time.
+TEST(QmoeCases, APlanCacheGivesRunOpsBitsAndKeepsNoRefusal) {
+  const auto dirs = case_dirs();
+  if (dirs.empty()) GTEST_SKIP() << "no goldens/qmoe/cases";
+  set_num_threads(2);
+  const Package& pkg = qmoe_package();
+  PlanCache cache(pkg, cpu_device(), 4);  // fewer than the cases: plans are evicted and made again
+  int reused = 0, runs = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (const fs::path& dir : dirs) {
+      const std::string name = dir.filename().string();
+      const CaseDir c = load_case(dir.string());
+      if (c.expected_error) {
+        std::map<std::string, Buffer> buffers = c.inputs;
+        try {
+          cache.run(c.attrs, buffers);
+          ADD_FAILURE() << name << ": ran through the cache, but the case expects a refusal";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(*c.expected_error), std::string::npos) << name << ": " << e.what();
+        }
+        continue;
+      }
+      std::map<std::string, Buffer> fresh = c.inputs;
+      run_op(pkg, c.attrs, fresh, cpu_device());
+      const Buffer& want = fresh.at("output");
+      std::map<std::string, Buffer> cached = c.inputs;
+      std::vector<float> out(want.numel(), NAN);
+      Buffer view{"float32", want.shape, {}};
+      view.view = reinterpret_cast<const uint8_t*>(out.data());
+      view.view_size = out.size() * sizeof(float);
+      cached.emplace("output", view);
+      for (int again = 0; again < 2; ++again) {
+        RunReport r;
+        ASSERT_NO_THROW(r = cache.run(c.attrs, cached)) << name;
+        if (again == 1) EXPECT_TRUE(r.reused_plan) << name << ": the second call of one shape planned again";
+        reused += r.reused_plan, ++runs;
+        ASSERT_EQ(cached.at("output").view, view.view) << name << ": the output was not written in place";
+        EXPECT_EQ(0, std::memcmp(out.data(), want.as<float>(), out.size() * sizeof(float)))
+            << name << " (round " << round << ", call " << again << "): not run_op's bits";
+        for (const auto& im : pkg.variants[r.selection.chosen].intermediates)
+          EXPECT_EQ(cached.count(im.id), 0u) << name << ": intermediate " << im.id << " left in the buffers";
+      }
+    }
+  }
+  EXPECT_GT(runs, 0);
+  EXPECT_LT(reused, runs);  // evicted plans were made again
 }
 
 }  // namespace

@@ -26,9 +26,10 @@ struct Buffer {
   std::string dtype;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;   // numel * element size
-  // An input may instead view bytes someone else owns (a graph's weight,
-  // src/kernels/graph_ops.cpp): then `bytes` is empty and passes read
-  // through as<T>(), never writing.
+  // A tensor may instead view bytes someone else owns (a graph's weight or
+  // output, src/kernels/graph_ops.cpp): then `bytes` is empty. Passes read
+  // an input view through as<T>() and never write it; an output view is
+  // written in place (CallPlan::run).
   const uint8_t* view = nullptr;
   size_t view_size = 0;
 

@@ -1,7 +1,9 @@
 #include "kernels/runtime.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
 #include "core/error.h"
@@ -93,47 +95,10 @@ void find_functions(const std::vector<Pass>& passes, const Variant& v, std::map<
   }
 }
 
-struct Runner {
-  const Package& package;
-  const Bound& bound;
-  const Variant& variant;
-  Scope& scope;
-  std::map<std::string, Buffer>& buffers;
-  std::map<std::string, PassFn> functions = {};
-  std::map<std::string, Expr> parsed = {};  // PassArgs::num's names
-  std::mutex parsed_mutex = {};
-  int64_t calls = 0;
-
-  // Pass functions may call num() from their threads.
-  double num(const std::string& name) {
-    const Expr* e;
-    {
-      std::lock_guard<std::mutex> lock(parsed_mutex);
-      auto it = parsed.find(name);
-      if (it == parsed.end()) it = parsed.emplace(name, Expr::parse(name)).first;
-      e = &it->second;
-    }
-    return scope.number(*e);
-  }
-
-  void run(const std::vector<Pass>& passes) {
-    for_each_pass_call(scope, passes, [&](const Pass& s, int64_t repeat_index) {
-      const std::array<int64_t, 3> d = dispatch_size(scope, s);
-      PassArgs args{bound.attrs, [this](const std::string& n) { return num(n); }, buffers, repeat_index, d, variant.id};
-      try {
-        functions.at(s.path)(args);
-      } catch (const Error& e) {
-        throw Error(e.code, "variant " + variant.id + ", pass " + s.id + " (" + s.name + "): " + e.what(), e.node,
-                    e.feature);
-      } catch (const std::exception& e) {
-        throw Error(ErrorCode::Internal, "variant " + variant.id + ", pass " + s.id + " (" + s.name + "): " + e.what());
-      }
-      ++calls;
-    });
-  }
-};
-
-Buffer allocate(const std::string& dtype, std::vector<int64_t> shape, const std::string& what, int64_t& total) {
+// The bytes of a tensor of `shape`, checked against graph/limits.h: alone
+// and with the run's buffers so far (`total`).
+size_t checked_bytes(const std::string& dtype, const std::vector<int64_t>& shape, const std::string& what,
+                     int64_t& total) {
   const Limits limits;
   const int64_t n = checked_numel(shape.data(), shape.size(), limits.max_tensor_elements);
   if (n < 0)
@@ -144,11 +109,23 @@ Buffer allocate(const std::string& dtype, std::vector<int64_t> shape, const std:
   if (total > limits.max_total_bytes)
     throw Error(ErrorCode::TooLarge, what + ": the run's buffers are over " + std::to_string(limits.max_total_bytes) +
                                          " bytes");
-  Buffer b;
-  b.dtype = dtype;
-  b.shape = std::move(shape);
-  b.bytes.assign((size_t)bytes, 0);
-  return b;
+  return (size_t)bytes;
+}
+
+void check_inputs(const Package& p, const Bound& bound, const std::map<std::string, Buffer>& buffers) {
+  for (const auto& t : p.inputs) {
+    auto it = buffers.find(t.role);
+    if (it == buffers.end()) throw Error(ErrorCode::BadGraph, t.role + ": missing (an input of " + p.name + ")");
+    const Buffer& b = it->second;
+    if (b.shape != bound.shapes.at(t.role) || b.dtype != bound.dtypes.at(t.role))
+      throw Error(ErrorCode::BadGraph, t.role + ": the buffer is " + b.dtype + " " + json(b.shape).dump() +
+                                           ", the checked call says " + bound.dtypes.at(t.role) + " " +
+                                           json(bound.shapes.at(t.role)).dump());
+    if ((int64_t)b.size_bytes() != b.numel() * (int64_t)dtype_size(b.dtype))
+      throw Error(ErrorCode::BadGraph, t.role + ": " + std::to_string(b.size_bytes()) + " bytes, " + b.dtype + " " +
+                                           json(b.shape).dump() + " needs " +
+                                           std::to_string(b.numel() * (int64_t)dtype_size(b.dtype)));
+  }
 }
 
 }  // namespace
@@ -163,62 +140,210 @@ Problem problem_of(const json& attrs, const std::map<std::string, Buffer>& buffe
   return p;
 }
 
-RunReport run_variant(const Package& p, const Bound& bound, const Device& device, int index,
-                      std::map<std::string, Buffer>& buffers) {
-  if (index < 0 || index >= (int)p.variants.size()) throw Error(ErrorCode::Internal, "no such variant");
-  const Variant& v = p.variants[index];
-  const auto start = std::chrono::steady_clock::now();
-  for (const auto& t : p.inputs) {
-    auto it = buffers.find(t.role);
-    if (it == buffers.end()) throw Error(ErrorCode::BadGraph, t.role + ": missing (an input of " + p.name + ")");
-    const Buffer& b = it->second;
-    if (b.shape != bound.shapes.at(t.role) || b.dtype != bound.dtypes.at(t.role))
-      throw Error(ErrorCode::BadGraph, t.role + ": the buffer is " + b.dtype + " " + json(b.shape).dump() +
-                                           ", the checked call says " + bound.dtypes.at(t.role) + " " +
-                                           json(bound.shapes.at(t.role)).dump());
-    if ((int64_t)b.size_bytes() != b.numel() * (int64_t)dtype_size(b.dtype))
-      throw Error(ErrorCode::BadGraph, t.role + ": " + std::to_string(b.size_bytes()) + " bytes, " + b.dtype + " " +
-                                           json(b.shape).dump() + " needs " +
-                                           std::to_string(b.numel() * (int64_t)dtype_size(b.dtype)));
+// ---- BufferPool --------------------------------------------------------------
+
+std::vector<uint8_t> BufferPool::take(size_t bytes) {
+  std::vector<uint8_t> v;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The smallest free vector that holds `bytes` without growing.
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].capacity() >= bytes && (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
+        best = i;
+    if (best < free_.size()) {
+      held_ -= free_[best].capacity();
+      v = std::move(free_[best]);
+      free_.erase(free_.begin() + (std::ptrdiff_t)best);
+    }
   }
-  Scope scope(p, bound, device);
-  Runner r{p, bound, v, scope, buffers};
-  find_functions(v.passes, v, r.functions);
-  r.scope.set_variant(&v);
+  v.assign(bytes, 0);
+  return v;
+}
+
+void BufferPool::give(std::vector<uint8_t> v) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (v.capacity() == 0 || held_ + v.capacity() > max_bytes_) return;
+  held_ += v.capacity();
+  free_.push_back(std::move(v));
+}
+
+// ---- CallPlan ----------------------------------------------------------------
+
+CallPlan::CallPlan(const Package& package, Bound bound, const Device& device, int variant)
+    : package_(package),
+      bound_(std::move(bound)),
+      device_(device),
+      variant_((variant >= 0 && variant < (int)package.variants.size())
+                   ? package.variants[variant]
+                   : throw Error(ErrorCode::Internal, "no such variant")),
+      scope_(package_, bound_, device_) {
+  std::map<std::string, PassFn> functions;
+  find_functions(variant_.passes, variant_, functions);
+  scope_.set_variant(&variant_);
 
   int64_t total = 0;
-  for (const auto& t : p.outputs)
-    buffers[t.role] = allocate(bound.dtypes.at(t.role), bound.shapes.at(t.role), t.role, total);
-  for (const Intermediate& im : v.intermediates) {
-    buffers[im.id] = allocate(im.dtype, intermediate_shape(r.scope, im), im.path + " (" + im.id + ")", total);
+  for (const auto& t : package_.outputs) {
+    Storage s{t.role, bound_.dtypes.at(t.role), bound_.shapes.at(t.role), 0};
+    s.bytes = checked_bytes(s.dtype, s.shape, t.role, total);
+    outputs_.push_back(std::move(s));
   }
+  for (const Intermediate& im : variant_.intermediates) {
+    Storage s{im.id, im.dtype, intermediate_shape(scope_, im), 0};
+    s.bytes = checked_bytes(s.dtype, s.shape, im.path + " (" + im.id + ")", total);
+    intermediates_.push_back(std::move(s));
+  }
+  std::map<std::string, int64_t> repeat;  // walk_passes keeps it current
+  walk_passes(scope_, variant_.passes, -1, repeat, [&](const Pass& s, int64_t repeat_index) {
+    calls_.push_back({&s, functions.at(s.path), repeat_index, repeat, dispatch_size(scope_, s), {}});
+  });
+}
+
+double CallPlan::num(size_t call, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Call& c = calls_[call];
+  auto v = c.values.find(name);
+  if (v != c.values.end()) return v->second;
+  auto e = parsed_.find(name);
+  if (e == parsed_.end()) e = parsed_.emplace(name, Expr::parse(name)).first;
+  scope_.set_repeat(c.repeat);
+  const double x = scope_.number(e->second);
+  c.values.emplace(name, x);
+  return x;
+}
+
+RunReport CallPlan::run(std::map<std::string, Buffer>& buffers, BufferPool* pool) {
+  const auto start = std::chrono::steady_clock::now();
+  check_inputs(package_, bound_, buffers);
+  for (const Storage& o : outputs_) {
+    auto it = buffers.find(o.id);
+    if (it != buffers.end() && it->second.dtype == o.dtype && it->second.shape == o.shape &&
+        it->second.size_bytes() == o.bytes) {
+      std::memset(it->second.as<uint8_t>(), 0, o.bytes);
+      continue;
+    }
+    Buffer& b = buffers[o.id];
+    b = Buffer{o.dtype, o.shape, {}};
+    b.bytes.assign(o.bytes, 0);
+  }
+  for (const Storage& im : intermediates_) {
+    Buffer& b = buffers[im.id];
+    b = Buffer{im.dtype, im.shape, {}};
+    b.bytes = pool ? pool->take(im.bytes) : std::vector<uint8_t>(im.bytes, 0);
+  }
+  const auto release = [&] {
+    for (const Storage& im : intermediates_) {
+      auto it = buffers.find(im.id);
+      if (it == buffers.end()) continue;
+      if (pool) pool->give(std::move(it->second.bytes));
+      buffers.erase(it);
+    }
+  };
   try {
-    r.run(v.passes);
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const Call& c = calls_[i];
+      PassArgs args{bound_.attrs, [this, i](const std::string& n) { return num(i, n); }, buffers, c.repeat_index,
+                    c.dispatch, variant_.id};
+      try {
+        c.fn(args);
+      } catch (const Error& e) {
+        throw Error(e.code, "variant " + variant_.id + ", pass " + c.pass->id + " (" + c.pass->name + "): " + e.what(),
+                    e.node, e.feature);
+      } catch (const std::exception& e) {
+        throw Error(ErrorCode::Internal,
+                    "variant " + variant_.id + ", pass " + c.pass->id + " (" + c.pass->name + "): " + e.what());
+      }
+    }
   } catch (...) {
-    for (const Intermediate& im : v.intermediates) buffers.erase(im.id);
+    release();
     throw;
   }
-  for (const Intermediate& im : v.intermediates) buffers.erase(im.id);
+  release();
   RunReport report;
-  report.variant = v.id;
-  report.pass_calls = r.calls;
+  report.variant = variant_.id;
+  report.pass_calls = (int64_t)calls_.size();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
-RunReport run_op(const Package& p, const json& attrs, std::map<std::string, Buffer>& buffers, const Device& device) {
+// ---- one-shot and cached runs --------------------------------------------------
+
+RunReport run_variant(const Package& p, const Bound& bound, const Device& device, int index,
+                      std::map<std::string, Buffer>& buffers) {
+  check_inputs(p, bound, buffers);
+  return CallPlan(p, bound, device, index).run(buffers);
+}
+
+namespace {
+
+struct Checked {
+  Bound bound;
+  Selection selection;
+};
+
+Checked check_and_select(const Package& p, const json& attrs, const std::map<std::string, Buffer>& buffers,
+                         const Device& device) {
   Problem problem = problem_of(attrs, buffers);
   for (const auto& t : p.outputs) {  // outputs are computed, not given
     problem.shapes.erase(t.role);
     problem.dtypes.erase(t.role);
   }
-  const Bound bound = check_problem(p, problem, device);
-  Selection s = select_variant(p, bound, device);
-  if (s.chosen < 0)
-    throw Error(ErrorCode::UnsupportedFeature,
-                "no variant of " + p.name + " applies on " + device.name + ": " + s.explain()["variants"].dump());
-  RunReport r = run_variant(p, bound, device, s.chosen, buffers);
-  r.selection = std::move(s);
+  Checked c{check_problem(p, problem, device), select_variant(p, c.bound, device)};
+  if (c.selection.chosen < 0)
+    throw Error(ErrorCode::UnsupportedFeature, "no variant of " + p.name + " applies on " + device.name + ": " +
+                                                   c.selection.explain()["variants"].dump());
+  return c;
+}
+
+}  // namespace
+
+RunReport run_op(const Package& p, const json& attrs, std::map<std::string, Buffer>& buffers, const Device& device) {
+  Checked c = check_and_select(p, attrs, buffers, device);
+  RunReport r = run_variant(p, c.bound, device, c.selection.chosen, buffers);
+  r.selection = std::move(c.selection);
+  return r;
+}
+
+PlanCache::PlanCache(const Package& package, const Device& device, size_t capacity, size_t pool_bytes)
+    : package_(package), device_(device), capacity_(std::max<size_t>(1, capacity)), pool_(pool_bytes) {}
+
+RunReport PlanCache::run(const json& attrs, std::map<std::string, Buffer>& buffers) {
+  // The signature: what check_problem and the plan read.
+  std::string key = attrs.dump();
+  for (const auto& t : package_.inputs) {
+    auto it = buffers.find(t.role);
+    if (it == buffers.end()) continue;  // refused by the check below
+    key += '|' + t.role + ':' + it->second.dtype;
+    for (int64_t d : it->second.shape) key += ',' + std::to_string(d);
+  }
+  std::shared_ptr<CallPlan> plan;
+  Selection selection;
+  bool reused = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) {
+      it->second.used = ++clock_;
+      plan = it->second.plan;
+      selection = it->second.selection;
+      reused = true;
+    }
+  }
+  if (!plan) {  // checked and planned outside the lock; a refusal is not kept
+    Checked c = check_and_select(package_, attrs, buffers, device_);
+    plan = std::make_shared<CallPlan>(package_, c.bound, device_, c.selection.chosen);
+    selection = c.selection;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (plans_.size() >= capacity_) {
+      auto oldest = std::min_element(plans_.begin(), plans_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      plans_.erase(oldest);
+    }
+    plans_[key] = Entry{plan, selection, ++clock_};
+  }
+  RunReport r = plan->run(buffers, &pool_);
+  r.selection = std::move(selection);
+  r.reused_plan = reused;
   return r;
 }
 
