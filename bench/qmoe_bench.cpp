@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bandwidth.h"
 #include "core/threads.h"
 #include "kernels/case_dir.h"
 #include "kernels/device.h"
@@ -178,6 +179,9 @@ int main(int argc, char** argv) {
   const Device& cpu = cpu_device();
   std::printf("QMoE, %d threads; ms: median of the repetitions; GB/s: weights+scales of the computed experts / ms\n",
               num_threads());
+  // Decode streams the routed experts once: the machine's read bandwidth is
+  // its ceiling (measured here, as this machine's swings from run to run).
+  std::printf("read bandwidth %.1f GB/s\n", measure_read_bandwidth() / 1e9);
   std::printf("%-16s %-22s %9s %9s %8s | %11s %8s %11s %8s | %7s\n", "case", "bonfire variant", "weightMB",
               "ms", "GB/s", "ORT inputs", "GB/s", "ORT const", "GB/s", "speedup");
   for (const Shape& s : kShapes) {

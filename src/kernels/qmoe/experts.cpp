@@ -80,7 +80,7 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
       if (gemm[item.group]) {
         tile.resize(item.rows * cols);
         dequant_rows(w, item.r0, item.rows, tile.data());
-        gemm_nt(x, n, cols, tile.data(), item.rows, cols, cols, out.data(), item.rows);
+        gemm_tile(x, n, cols, tile.data(), item.rows, cols, out.data(), item.rows);
       } else {
         for (int64_t b = 0; b < n; b += batch) {
           const int nx = (int)std::min(batch, n - b);

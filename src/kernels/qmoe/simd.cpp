@@ -380,6 +380,117 @@ void GemmNT(const float* A, int64_t M, int64_t lda, const float* B, int64_t R, i
   }
 }
 
+// C [M, R] = A [M, K] . T [R, K]^T for a dequantized tile T of R <= 64
+// rows, the GEMM of the grouped form. On AVX-512 the tile is transposed
+// once into k-major order (64 floats a k) so that a vector lane is an output
+// column: each step of k loads 4 vectors of the tile, broadcasts one value
+// of each of MR activation rows and does 4·MR FMAs, with no reduction across
+// lanes at the end (GemmNT's dot form loads as many values as it multiplies
+// and runs at about a third of this). Each output is a sum over k in order.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kTileCols = 64;  // the tile's rows, as columns of C
+constexpr int kPackedMR = 6;   // activation rows a step: 24 accumulators
+
+// 16 rows of 16 floats transposed in registers.
+HWY_INLINE void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+  HWY_UNROLL(8)
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i + 3.
+  HWY_UNROLL(4)
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // Column 4L + j gathers lane L of r[j], r[4 + j], r[8 + j], r[12 + j].
+  HWY_UNROLL(4)
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), a1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 b0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 b1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    t[j] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
+    t[4 + j] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
+  }
+  HWY_UNROLL(16)
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// T rows [0, R) (K columns, K % 16 == 0) into packed [K][64]; rows past R are 0.
+void PackTile(const float* T, int64_t R, int64_t K, float* packed) {
+  for (int64_t r0 = 0; r0 < kTileCols; r0 += 16)
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+      __m512 v[16];
+      HWY_UNROLL(16)
+      for (int i = 0; i < 16; ++i) v[i] = r0 + i < R ? _mm512_loadu_ps(T + (r0 + i) * K + k0) : _mm512_setzero_ps();
+      Transpose16(v);
+      HWY_UNROLL(16)
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(packed + (k0 + i) * kTileCols + r0, v[i]);
+    }
+}
+
+template <int MR>
+HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc,
+                           __mmask16 last) {
+  __m512 acc[MR][4];
+  HWY_UNROLL(6)
+  for (int m = 0; m < MR; ++m)
+    HWY_UNROLL(4)
+    for (int j = 0; j < 4; ++j) acc[m][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = packed + k * kTileCols;
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32),
+                 b3 = _mm512_loadu_ps(b + 48);
+    HWY_UNROLL(6)
+    for (int m = 0; m < MR; ++m) {
+      const __m512 a = _mm512_set1_ps(A[m * lda + k]);
+      acc[m][0] = _mm512_fmadd_ps(a, b0, acc[m][0]);
+      acc[m][1] = _mm512_fmadd_ps(a, b1, acc[m][1]);
+      acc[m][2] = _mm512_fmadd_ps(a, b2, acc[m][2]);
+      acc[m][3] = _mm512_fmadd_ps(a, b3, acc[m][3]);
+    }
+  }
+  // Columns past R: `last` masks the final vector; whole vectors past R are
+  // not stored (the caller's C holds R columns).
+  HWY_UNROLL(6)
+  for (int m = 0; m < MR; ++m)
+    HWY_UNROLL(4)
+    for (int j = 0; j < 4; ++j) {
+      if (last == 0 && j > 0) break;
+      _mm512_mask_storeu_ps(C + m * ldc + 16 * j, j == 3 ? last : (__mmask16)0xFFFF, acc[m][j]);
+    }
+}
+#endif
+
+void GemmTile(const float* A, int64_t M, int64_t lda, const float* T, int64_t R, int64_t K, float* C, int64_t ldc) {
+#if HWY_TARGET <= HWY_AVX3
+  if (K % 16 == 0 && R == kTileCols) {
+    static thread_local std::vector<float> packed;
+    packed.resize(K * kTileCols);
+    PackTile(T, R, K, packed.data());
+    int64_t m = 0;
+    for (; m + kPackedMR <= M; m += kPackedMR)
+      PackedRows<kPackedMR>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF);
+    switch (M - m) {
+      case 5: PackedRows<5>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
+      case 4: PackedRows<4>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
+      case 3: PackedRows<3>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
+      case 2: PackedRows<2>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
+      case 1: PackedRows<1>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
+      default: break;
+    }
+    return;
+  }
+#endif
+  GemmNT(A, M, lda, T, R, K, K, C, ldc);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace bonfire::kernels::qmoe
 HWY_AFTER_NAMESPACE();
@@ -390,6 +501,7 @@ HWY_EXPORT(PrepareX);
 HWY_EXPORT(QGemv);
 HWY_EXPORT(DequantRows);
 HWY_EXPORT(GemmNT);
+HWY_EXPORT(GemmTile);
 
 void prepare_x(int bits, const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(PrepareX)(bits, x, n, out); }
 void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
@@ -402,6 +514,9 @@ void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
 void gemm_nt(const float* a, int64_t m, int64_t lda, const float* b, int64_t r, int64_t ldb, int64_t k, float* c,
              int64_t ldc) {
   HWY_DYNAMIC_DISPATCH(GemmNT)(a, m, lda, b, r, ldb, k, c, ldc);
+}
+void gemm_tile(const float* a, int64_t m, int64_t lda, const float* t, int64_t r, int64_t k, float* c, int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmTile)(a, m, lda, t, r, k, c, ldc);
 }
 }  // namespace bonfire::kernels::qmoe
 #endif
