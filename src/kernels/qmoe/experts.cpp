@@ -2,8 +2,8 @@
 // of a few slots streams each weight row once through the dequantizing dot
 // kernel for all of them (qgemv); a larger one dequantizes a tile of rows to
 // f32 exactly as ORT does (as ORT multiplies its dequantized experts with
-// MLAS SGEMM) and multiplies it with the f32 GEMM kernel (gemm_nt). Work
-// items are (group, row tile), split over the worker's threads.
+// MLAS SGEMM) and multiplies it in f32 (expert_tile_gemm). Work items are
+// (group, row tile), split over the worker's threads.
 #include <algorithm>
 #include <cstring>
 
@@ -69,7 +69,7 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
 
   const int64_t batch = std::clamp<int64_t>(batch_limit, 1, 4);
   parallel_for((int64_t)items.size(), grain_for(work / (int64_t)items.size()), [&](int64_t i0, int64_t i1) {
-    static thread_local std::vector<float> tile, out;  // each thread's own
+    static thread_local std::vector<float> out;  // each thread's own
     for (int64_t it = i0; it < i1; ++it) {
       const Item& item = items[it];
       const SlotGroup& group = groups[item.group];
@@ -78,9 +78,7 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
       const float* x = xs + first[item.group] * cols;
       out.resize(n * item.rows);
       if (gemm[item.group]) {
-        tile.resize(item.rows * cols);
-        dequant_rows(w, item.r0, item.rows, tile.data());
-        gemm_tile(x, n, cols, tile.data(), item.rows, cols, out.data(), item.rows);
+        expert_tile_gemm(w, item.r0, item.rows, x, n, cols, out.data(), item.rows);
       } else {
         for (int64_t b = 0; b < n; b += batch) {
           const int nx = (int)std::min(batch, n - b);

@@ -132,15 +132,12 @@ void prepare_x(int bits, const float* x, int64_t n, float* out);
 // x_m = xs + m * ldx is prepared.
 void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
            int64_t ldo);
-// Rows [r0, r0 + nr) to f32 as ORT dequantizes them: scale * (q - midpoint)
-// rounded to f32, into out [nr, cols].
-void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* out);
-// c [m, r] = a [m, k] · t [r, k]^T for a dequantized tile t (row stride k):
-// the grouped form's GEMM, each output a sum over k in order on AVX-512
-// (a packed copy of the tile), else gemm_nt.
-void gemm_tile(const float* a, int64_t m, int64_t lda, const float* t, int64_t r, int64_t k, float* c, int64_t ldc);
-// c [m, r] = a [m, k] · b [r, k]^T in f32 (row strides lda, ldb, ldc).
-void gemm_nt(const float* a, int64_t m, int64_t lda, const float* b, int64_t r, int64_t ldb, int64_t k, float* c,
-             int64_t ldc);
+// c [m, i] = a [m, :] . W[r0 + i] for i < r and m < M, W's rows dequantized
+// to f32 exactly as ORT does, scale * (q - midpoint) rounded to f32 (as ORT
+// multiplies its dequantized experts with MLAS SGEMM): the grouped form's
+// GEMM over one tile of an expert's rows, each output a sum over the columns
+// in order.
+void expert_tile_gemm(const QMatrix& w, int64_t r0, int64_t r, const float* a, int64_t m, int64_t lda, float* c,
+                      int64_t ldc);
 
 }  // namespace bonfire::kernels::qmoe

@@ -262,7 +262,7 @@ void QGemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ld
 }
 
 // Rows to f32 exactly as ORT dequantizes: (float)(q - midpoint) * scale.
-void DequantRows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
+void DequantRows(const QMatrix& w, int64_t r0, int64_t nr, float* out, int64_t ldo) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -276,7 +276,7 @@ void DequantRows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
     const float* sc = w.scales + (r0 + i) * w.scale_blocks;
-    float* o = out + i * cols;
+    float* o = out + i * ldo;
     const uint8_t* q8 = row;
     if (w.bits == 4) {
       // Bytes to one nibble a byte in column order: in a u16 lane the low
@@ -380,13 +380,14 @@ void GemmNT(const float* A, int64_t M, int64_t lda, const float* B, int64_t R, i
   }
 }
 
-// C [M, R] = A [M, K] . T [R, K]^T for a dequantized tile T of R <= 64
-// rows, the GEMM of the grouped form. On AVX-512 the tile is transposed
-// once into k-major order (64 floats a k) so that a vector lane is an output
-// column: each step of k loads 4 vectors of the tile, broadcasts one value
-// of each of MR activation rows and does 4·MR FMAs, with no reduction across
-// lanes at the end (GemmNT's dot form loads as many values as it multiplies
-// and runs at about a third of this). Each output is a sum over k in order.
+// C [M, R] = A [M, K] . W_e [r0, r0 + R)^T, the grouped form's GEMM over a
+// tile of one expert's rows. On AVX-512 a tile of 64 rows is dequantized
+// straight into k-major order (64 floats a k, each 16 x 16 block transposed
+// in registers) so that a vector lane is an output column: each step of k
+// loads 4 vectors of the tile, broadcasts one value of each of MR activation
+// rows and does 4 MR FMAs, with no reduction across lanes at the end.
+// (GemmNT's dot form, the fallback, loads as many values as it multiplies
+// and ran at a third of this on Zen 5.) Each output is a sum over k in order.
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kTileCols = 64;  // the tile's rows, as columns of C
 constexpr int kPackedMR = 6;   // activation rows a step: 24 accumulators
@@ -422,22 +423,45 @@ HWY_INLINE void Transpose16(__m512 r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = t[i];
 }
 
-// T rows [0, R) (K columns, K % 16 == 0) into packed [K][64]; rows past R are 0.
-void PackTile(const float* T, int64_t R, int64_t K, float* packed) {
-  for (int64_t r0 = 0; r0 < kTileCols; r0 += 16)
+// Rows [r0, r0 + 64) of w dequantized as ORT does, (float)(q - midpoint) *
+// scale, 16 columns of 16 rows at a time, each 16 x 16 block transposed into
+// packed [K][64]. Requires K % 16 == 0 and blocks of a multiple of 16
+// columns (16 columns then share one scale). (Transposing the packed bytes
+// as 32-bit words instead, 8 columns a word, did fewer operations but ran
+// 10% slower on Zen 5.)
+template <bool FOUR>
+void DequantPack(const QMatrix& w, int64_t r0, float* packed) {
+  const int64_t K = w.cols, block_cols = K / w.scale_blocks;
+  const __m512i mid = _mm512_set1_epi32(w.midpoint), nibble = _mm512_set1_epi32(15);
+  // 4 bits: each byte twice, then the even lanes keep the low nibble and the
+  // odd ones the high.
+  const __m128i twice = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  for (int64_t rb = 0; rb < kTileCols; rb += 16)
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
       __m512 v[16];
       HWY_UNROLL(16)
-      for (int i = 0; i < 16; ++i) v[i] = r0 + i < R ? _mm512_loadu_ps(T + (r0 + i) * K + k0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) {
+        const int64_t r = r0 + rb + i;
+        const uint8_t* row = w.data + r * w.row_bytes;
+        __m512i q;
+        if constexpr (FOUR) {
+          const __m128i b = _mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + k0 / 2)), twice);
+          q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(b), shift), nibble);
+        } else {
+          q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k0)));
+        }
+        const __m512 s = _mm512_set1_ps(w.scales[r * w.scale_blocks + k0 / block_cols]);
+        v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, mid)), s);
+      }
       Transpose16(v);
       HWY_UNROLL(16)
-      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(packed + (k0 + i) * kTileCols + r0, v[i]);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(packed + (k0 + i) * kTileCols + rb, v[i]);
     }
 }
 
 template <int MR>
-HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc,
-                           __mmask16 last) {
+HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc) {
   __m512 acc[MR][4];
   HWY_UNROLL(6)
   for (int m = 0; m < MR; ++m)
@@ -456,39 +480,43 @@ HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int
       acc[m][3] = _mm512_fmadd_ps(a, b3, acc[m][3]);
     }
   }
-  // Columns past R: `last` masks the final vector; whole vectors past R are
-  // not stored (the caller's C holds R columns).
   HWY_UNROLL(6)
   for (int m = 0; m < MR; ++m)
     HWY_UNROLL(4)
-    for (int j = 0; j < 4; ++j) {
-      if (last == 0 && j > 0) break;
-      _mm512_mask_storeu_ps(C + m * ldc + 16 * j, j == 3 ? last : (__mmask16)0xFFFF, acc[m][j]);
-    }
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(C + m * ldc + 16 * j, acc[m][j]);
+}
+
+template <int MR>
+void PackedRowsN(int mr, const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return PackedRowsN<MR - 1>(mr, A, lda, packed, K, C, ldc);
+  }
+  PackedRows<MR>(A, lda, packed, K, C, ldc);
 }
 #endif
 
-void GemmTile(const float* A, int64_t M, int64_t lda, const float* T, int64_t R, int64_t K, float* C, int64_t ldc) {
+void ExpertTileGemm(const QMatrix& w, int64_t r0, int64_t R, const float* A, int64_t M, int64_t lda, float* C,
+                    int64_t ldc) {
+  const int64_t K = w.cols;
 #if HWY_TARGET <= HWY_AVX3
-  if (K % 16 == 0 && R == kTileCols) {
+  if (R == kTileCols && K % 16 == 0 && (K / w.scale_blocks) % 16 == 0) {
     static thread_local std::vector<float> packed;
     packed.resize(K * kTileCols);
-    PackTile(T, R, K, packed.data());
-    int64_t m = 0;
-    for (; m + kPackedMR <= M; m += kPackedMR)
-      PackedRows<kPackedMR>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF);
-    switch (M - m) {
-      case 5: PackedRows<5>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
-      case 4: PackedRows<4>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
-      case 3: PackedRows<3>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
-      case 2: PackedRows<2>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
-      case 1: PackedRows<1>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc, 0xFFFF); break;
-      default: break;
-    }
+    if (w.bits == 4) DequantPack<true>(w, r0, packed.data());
+    else DequantPack<false>(w, r0, packed.data());
+    for (int64_t m = 0; m < M; m += kPackedMR)
+      PackedRowsN<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), A + m * lda, lda, packed.data(), K,
+                             C + m * ldc, ldc);
     return;
   }
 #endif
-  GemmNT(A, M, lda, T, R, K, K, C, ldc);
+  // Rows a cache line more than K apart: rows 4 KiB apart alias in the
+  // load-store checks.
+  static thread_local std::vector<float> tile;
+  const int64_t ldt = K + 16;
+  tile.resize(R * ldt);
+  DequantRows(w, r0, R, tile.data(), ldt);
+  GemmNT(A, M, lda, tile.data(), R, ldt, K, C, ldc);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -499,24 +527,16 @@ HWY_AFTER_NAMESPACE();
 namespace bonfire::kernels::qmoe {
 HWY_EXPORT(PrepareX);
 HWY_EXPORT(QGemv);
-HWY_EXPORT(DequantRows);
-HWY_EXPORT(GemmNT);
-HWY_EXPORT(GemmTile);
+HWY_EXPORT(ExpertTileGemm);
 
 void prepare_x(int bits, const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(PrepareX)(bits, x, n, out); }
 void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
            int64_t ldo) {
   HWY_DYNAMIC_DISPATCH(QGemv)(w, r0, nr, xs, ldx, nx, out, ldo);
 }
-void dequant_rows(const QMatrix& w, int64_t r0, int64_t nr, float* out) {
-  HWY_DYNAMIC_DISPATCH(DequantRows)(w, r0, nr, out);
-}
-void gemm_nt(const float* a, int64_t m, int64_t lda, const float* b, int64_t r, int64_t ldb, int64_t k, float* c,
-             int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmNT)(a, m, lda, b, r, ldb, k, c, ldc);
-}
-void gemm_tile(const float* a, int64_t m, int64_t lda, const float* t, int64_t r, int64_t k, float* c, int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmTile)(a, m, lda, t, r, k, c, ldc);
+void expert_tile_gemm(const QMatrix& w, int64_t r0, int64_t r, const float* a, int64_t m, int64_t lda, float* c,
+                      int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(ExpertTileGemm)(w, r0, r, a, m, lda, c, ldc);
 }
 }  // namespace bonfire::kernels::qmoe
 #endif
