@@ -175,10 +175,12 @@ class Llama:
     def system_info(self) -> str:
         return self.lib.llama_print_system_info().decode("utf-8", "replace")
 
-    def quantize(self, src: Path, dst: Path, ftype: int) -> int:
+    def quantize(self, src: Path, dst: Path, ftype: int, nthread: int = 1, allow_requantize: bool = False) -> int:
+        """llama_model_quantize; allow_requantize also converts quantized tensors (ftype 0: all to F32)."""
         p = self.lib.llama_model_quantize_default_params()
         p.ftype = ftype
-        p.nthread = 1
+        p.nthread = nthread
+        p.allow_requantize = allow_requantize
         return self.lib.llama_model_quantize(str(src).encode(), str(dst).encode(), C.byref(p))
 
 

@@ -134,33 +134,48 @@ TEST_F(ForEachTarget, QuantizingIsTheScalarDefinitionOnEveryTarget) {
   }
 }
 
-TEST_F(ForEachTarget, Q6KIsTheDequantizedSumOnEveryTarget) {
-  // q6_k rows from random bytes (ggml's layout; the project writes no q6_k)
-  // with a sane scale: the int8 dot must equal the dequantized weights
-  // against the quantized activations, in double.
+TEST_F(ForEachTarget, KQuantsAreTheDequantizedSumOnEveryTarget) {
+  // q4_k, q5_k and q6_k rows (the k-quant mixes such as llama.cpp's q4_k_m)
+  // from random bytes in ggml's layout, with sane super-block scales: the
+  // int8 dot must equal the dequantized weights (dequantize_row, ggml's
+  // formulas) against the quantized activations, in double.
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> byte(0, 255);
   const int64_t n = 512;
-  std::vector<uint8_t> row(row_bytes(DType::Q6_K, n));
-  for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
-  auto* blk = reinterpret_cast<BlockQ6_K*>(row.data());
-  for (int64_t s = 0; s < n / 256; ++s) blk[s].d = f32_to_f16(0.01f * (s + 1));
-  std::vector<float> deq(n);
-  dequantize_row(DType::Q6_K, row.data(), deq.data(), n);
-  const auto x = random_values(n, rng, 1.0f);
-  std::vector<simd::ActBlock> xq(n / 32);
-  ASSERT_TRUE(simd::quantize_activations(x.data(), n, xq.data()));
-  double want = 0, mag = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double xi = double(xq[i / 32].d) * xq[i / 32].qs[i % 32];
-    want += double(deq[i]) * xi;
-    mag += std::fabs(double(deq[i]) * xi);
-  }
-  EXPECT_TRUE(simd::int8_dot_supported(DType::Q6_K, n));
-  EXPECT_FALSE(simd::int8_dot_supported(DType::Q6_K, 96));
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    EXPECT_NEAR(simd::dot_int8(DType::Q6_K, row.data(), xq.data(), n), want, 1e-5 * mag) << target_name(target);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    std::vector<uint8_t> row(row_bytes(t, n));
+    for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+    for (int64_t s = 0; s < n / 256; ++s) {
+      if (t == DType::Q6_K) {
+        reinterpret_cast<BlockQ6_K*>(row.data())[s].d = f32_to_f16(0.01f * (s + 1));
+      } else {  // d and dmin lead both q4_k and q5_k blocks
+        uint16_t* d = reinterpret_cast<uint16_t*>(row.data() + s * row_bytes(t, 256));
+        d[0] = f32_to_f16(0.002f * (s + 1));
+        d[1] = f32_to_f16(0.001f * (s + 2));
+      }
+    }
+    std::vector<float> deq(n);
+    dequantize_row(t, row.data(), deq.data(), n);
+    const auto x = random_values(n, rng, 1.0f);
+    std::vector<simd::ActBlock> xq(n / 32);
+    ASSERT_TRUE(simd::quantize_activations(x.data(), n, xq.data()));
+    std::vector<int32_t> sums(n / 32);
+    simd::activation_sums(xq.data(), n / 32, sums.data());
+    double want = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = double(xq[i / 32].d) * xq[i / 32].qs[i % 32];
+      want += double(deq[i]) * xi;
+      mag += std::fabs(double(deq[i]) * xi);
+    }
+    EXPECT_TRUE(simd::int8_dot_supported(t, n)) << dtype_name(t);
+    EXPECT_FALSE(simd::int8_dot_supported(t, 96)) << dtype_name(t);
+    EXPECT_EQ(simd::int8_dot_needs_sums(t), t != DType::Q6_K) << dtype_name(t);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      EXPECT_NEAR(simd::dot_int8(t, row.data(), xq.data(), n, sums.data()), want, 1e-5 * mag)
+          << target_name(target) << " " << dtype_name(t);
+    }
+    hwy::SetSupportedTargetsForTest(0);
   }
 }
 

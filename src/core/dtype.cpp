@@ -141,20 +141,6 @@ uint16_t f32_to_bf16(float f) {
 
 namespace {
 
-// Sub-block j's 6-bit scale and min in the 12 scale bytes of q4_K/q5_K:
-// bytes 0-3 hold scales 0-3 (low 6 bits), bytes 4-7 mins 0-3; sub-blocks 4-7
-// keep their low 4 bits in bytes 8-11 and their top 2 bits in the spare high
-// bits of bytes 0-7.
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // q3_K's sixteen 6-bit scales: low nibbles in bytes 0-7 (two per byte, the
 // first 8 sub-blocks in low nibbles), top 2 bits four to a byte in 8-11.
 inline void scales_q3_k(const uint8_t* s, int8_t out[16]) {
@@ -252,9 +238,9 @@ void deq_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
     const uint8_t* q = b[i].qs;
     for (int j = 0; j < 8; j += 2, q += 32) {
       uint8_t sc, mn;
-      scale_min_k4(j, b[i].scales, &sc, &mn);
+      k4_scale_min(j, b[i].scales, &sc, &mn);
       const float d1 = d * sc, m1 = dmin * mn;
-      scale_min_k4(j + 1, b[i].scales, &sc, &mn);
+      k4_scale_min(j + 1, b[i].scales, &sc, &mn);
       const float d2 = d * sc, m2 = dmin * mn;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -268,9 +254,9 @@ void deq_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
     const uint8_t* q = b[i].qs;
     for (int j = 0; j < 8; j += 2, q += 32) {
       uint8_t sc, mn;
-      scale_min_k4(j, b[i].scales, &sc, &mn);
+      k4_scale_min(j, b[i].scales, &sc, &mn);
       const float d1 = d * sc, m1 = dmin * mn;
-      scale_min_k4(j + 1, b[i].scales, &sc, &mn);
+      k4_scale_min(j + 1, b[i].scales, &sc, &mn);
       const float d2 = d * sc, m2 = dmin * mn;
       const uint8_t lo = (uint8_t)(1u << j), hi = (uint8_t)(2u << j);
       for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0xF) + ((b[i].qh[l] & lo) ? 16 : 0)) - m1;

@@ -112,6 +112,19 @@ struct BlockQ4_K {
   uint8_t scales[12];
   uint8_t qs[128];
 };
+// Sub-block j's 6-bit scale and min in the 12 scale bytes of q4_K/q5_K:
+// bytes 0-3 hold scales 0-3 (low 6 bits), bytes 4-7 mins 0-3; sub-blocks 4-7
+// keep their low 4 bits in bytes 8-11 and their top 2 bits in the spare high
+// bits of bytes 0-7.
+inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 // q5_K: q4_K plus a fifth bit per element in qh.
 struct BlockQ5_K {
   uint16_t d, dmin;

@@ -123,6 +123,51 @@ float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
   return HorizontalSum(acc);
 }
 
+// q4_k and q5_k: per sub-block j of 32 values, d * sc_j * sum q x over the
+// unsigned codes, less dmin * m_j * sum x (`sums`, the activation block's
+// sum, computed once per product). The codes are unsigned (q5_k: 0..31), so
+// maddubs takes them as they are and no pair sum saturates (31 * 127 * 2).
+HWY_INLINE __m256 DotCodes(__m256i q, __m256i x) {
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
+}
+
+template <bool FIVE, class Block>
+float DotK4(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nsb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float mins = 0;
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const float d = HalfScale(w[sb].d), dmin = HalfScale(w[sb].dmin);
+    const ActBlock* xb = x + sb * 8;
+    const int32_t* xs = sums + sb * 8;
+    __m256i high = _mm256_setzero_si256();
+    if constexpr (FIVE) high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[sb].qh));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[sb].qs + 32 * j));
+      __m256i lo = _mm256_and_si256(bytes, nibble);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+      if constexpr (FIVE) {  // bit 2j of qh[l] is element l's fifth bit in sub-block 2j, bit 2j + 1 in 2j + 1
+        const __m256i blo = _mm256_set1_epi8(static_cast<char>(1 << (2 * j)));
+        const __m256i bhi = _mm256_set1_epi8(static_cast<char>(2 << (2 * j)));
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, blo), blo), sixteen));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(high, bhi), bhi), sixteen));
+      }
+      uint8_t sc0, m0, sc1, m1;
+      k4_scale_min(2 * j, w[sb].scales, &sc0, &m0);
+      k4_scale_min(2 * j + 1, w[sb].scales, &sc1, &m1);
+      const ActBlock& x0 = xb[2 * j];
+      const ActBlock& x1 = xb[2 * j + 1];
+      acc0 = _mm256_fmadd_ps(DotCodes(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0.qs))),
+                             _mm256_set1_ps(d * sc0 * x0.d), acc0);
+      acc1 = _mm256_fmadd_ps(DotCodes(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1.qs))),
+                             _mm256_set1_ps(d * sc1 * x1.d), acc1);
+      mins += dmin * (m0 * x0.d * static_cast<float>(xs[2 * j]) + m1 * x1.d * static_cast<float>(xs[2 * j + 1]));
+    }
+  }
+  return HorizontalSum(_mm256_add_ps(acc0, acc1)) - mins;
+}
+
 #else  // portable: the same integer sums, one block at a time
 
 float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
@@ -164,6 +209,28 @@ float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
   return acc;
 }
 
+template <bool FIVE, class Block>
+float DotK4(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nsb) {
+  float acc = 0;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const float d = f16_to_f32(w[sb].d), dmin = f16_to_f32(w[sb].dmin);
+    for (int sub = 0; sub < 8; ++sub) {
+      const ActBlock& xb = x[sb * 8 + sub];
+      uint8_t sc, mn;
+      k4_scale_min(sub, w[sb].scales, &sc, &mn);
+      const uint8_t* q = w[sb].qs + 32 * (sub / 2);
+      int32_t s = 0;
+      for (int l = 0; l < 32; ++l) {
+        int32_t code = sub % 2 ? q[l] >> 4 : q[l] & 0x0f;
+        if constexpr (FIVE) code |= ((w[sb].qh[l] >> sub) & 1) << 4;
+        s += code * int32_t(xb.qs[l]);
+      }
+      acc += static_cast<float>(s) * (d * sc * xb.d) - dmin * mn * xb.d * static_cast<float>(sums[sb * 8 + sub]);
+    }
+  }
+  return acc;
+}
+
 #endif
 
 // quantize_activations per target: the same values as the scalar
@@ -199,9 +266,11 @@ bool QuantizeActivations(const float* x, int64_t n, ActBlock* out) {
   return true;
 }
 
-float DotInt8(DType t, const void* row, const ActBlock* x, int64_t n) {
+float DotInt8(DType t, const void* row, const ActBlock* x, const int32_t* sums, int64_t n) {
   if (t == DType::Q8_0) return DotQ8(static_cast<const BlockQ8_0*>(row), x, n / 32);
   if (t == DType::Q6_K) return DotQ6K(static_cast<const BlockQ6_K*>(row), x, n / 256);
+  if (t == DType::Q4_K) return DotK4<false>(static_cast<const BlockQ4_K*>(row), x, sums, n / 256);
+  if (t == DType::Q5_K) return DotK4<true>(static_cast<const BlockQ5_K*>(row), x, sums, n / 256);
   return DotQ4(static_cast<const BlockQ4_0*>(row), x, n / 32);
 }
 
@@ -228,7 +297,7 @@ HWY_EXPORT(QuantizeActivations);
 HWY_EXPORT(Int8Path);
 
 bool int8_dot_supported(DType weight, int64_t n) {
-  if (weight == DType::Q6_K) return n % 256 == 0;
+  if (weight == DType::Q6_K || weight == DType::Q4_K || weight == DType::Q5_K) return n % 256 == 0;
   return (weight == DType::Q8_0 || weight == DType::Q4_0) && n % 32 == 0;
 }
 
@@ -236,8 +305,18 @@ bool quantize_activations(const float* x, int64_t n, ActBlock* out) {
   return HWY_DYNAMIC_DISPATCH(QuantizeActivations)(x, n, out);
 }
 
-float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(DotInt8)(weight, row, x, n);
+bool int8_dot_needs_sums(DType weight) { return weight == DType::Q4_K || weight == DType::Q5_K; }
+
+void activation_sums(const ActBlock* x, int64_t count, int32_t* sums) {
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += x[i].qs[j];
+    sums[i] = s;
+  }
+}
+
+float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n, const int32_t* sums) {
+  return HWY_DYNAMIC_DISPATCH(DotInt8)(weight, row, x, sums, n);
 }
 
 const char* int8_dot_path() { return HWY_DYNAMIC_DISPATCH(Int8Path)(); }

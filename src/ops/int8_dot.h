@@ -27,17 +27,22 @@ struct ActBlock {
   int8_t qs[32];
 };
 
-// True for the weight formats dot_int8 handles (q8_0, q4_0, q6_k: the
-// output matrix of llama.cpp's q4_0 and q4_k_m files) at row length n.
+// True for the weight formats dot_int8 handles (q8_0, q4_0; q4_k, q5_k and
+// q6_k, the k-quant mixes such as llama.cpp's q4_k_m) at row length n.
 bool int8_dot_supported(DType weight, int64_t n);
+// q4_k and q5_k take off each sub-block's min times the activation block's
+// sum, so their dots need activation_sums of x.
+bool int8_dot_needs_sums(DType weight);
+void activation_sums(const ActBlock* x, int64_t count, int32_t* sums);
 
 // x[n] → n / 32 blocks (n a multiple of 32). False, with `out` unusable,
 // when x holds a NaN or an infinity: int8 cannot carry them, so the caller
 // takes the f32 path and the non-finite value propagates as it should.
 bool quantize_activations(const float* x, int64_t n, ActBlock* out);
 
-// Dot of one weight row (q8_0, q4_0 or q6_k; n values) with quantized activations.
-float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n);
+// Dot of one weight row (n values) with quantized activations; `sums` is
+// activation_sums of x where int8_dot_needs_sums(weight), else unused.
+float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n, const int32_t* sums = nullptr);
 
 // "avx2" or "portable": the code dot_int8 runs on the target chosen now.
 const char* int8_dot_path();

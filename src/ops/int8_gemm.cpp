@@ -411,11 +411,8 @@ bool int8_gemm_available(DType weight, int64_t k) {
 }
 
 void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
-  for (int64_t i = 0; i < count; ++i) {
-    int32_t s = 0;
-    for (int j = 0; j < 32; ++j) s += x[i].qs[j];
-    sums[i] = 128 * s;
-  }
+  activation_sums(x, count, sums);
+  for (int64_t i = 0; i < count; ++i) sums[i] *= 128;
 }
 
 void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const Int8Rows& x, float* out,
