@@ -277,19 +277,40 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
               std::min<int64_t>(kLanes, n_valid - p * kLanes));
 }
 
+// One sub-block of a q4_k panel's super-block (`base`) against MR rows' x
+// blocks: k holds its codes (kK4Block's layout), d and dmin the rows' scales.
+template <int MR>
+HWY_INLINE void K4SubBlock(const uint8_t* base, int sub, const __m512i* k, __m512 d, __m512 dmin, const ActBlock* x,
+                           const float* xmins, int64_t nb, const int32_t* const* start, __m512* acc, __m512* mins) {
+  const __m512 sc = _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(base + kK4Scales + kLanes * sub))));
+  const __m512 mn = _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(base + kK4Mins + kLanes * sub))));
+  const ActBlock* xb[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + sub;
+  Accumulate<MR>(k, _mm512_mul_ps(d, sc), xb, start, acc);
+  const __m512 dm = _mm512_mul_ps(dmin, mn);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) mins[m] = _mm512_fmadd_ps(dm, _mm512_set1_ps(xmins[m * nb + sub]), mins[m]);
+}
+
 // MR activation rows × NP q4_k panels: per sub-block s of 32 values, the
 // integer dot of the raw codes (0..15) with x's block, then
-//   acc = fma(float(dot), (d·sc_s)·dx, acc);  acc = fma(dmin·m_s, -(dx·Σx), acc)
-// which reference_int8_gemm writes out. `sums` are int8_block_sums (128 Σx).
+//   acc = fma(float(dot), (d·sc_s)·dx, acc);  mins = fma(dmin·m_s, -(dx·Σx), mins)
+// and acc + mins at the end, as reference_int8_gemm writes it out. `xmins`
+// holds -(dx·Σx) of every activation block.
 template <int MR, int NP>
-HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const int32_t* sums, int64_t nsb, float* out,
+HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const float* xmins, int64_t nsb, float* out,
                        int64_t ldo, const float* bias, int64_t n_valid) {
   const int64_t nb = nsb * 8;
-  __m512 acc[NP][MR];
+  // The mins go to their own sums (added at the end), so that no chain
+  // waits on two dependent FMAs a sub-block.
+  __m512 acc[NP][MR], mins[NP][MR];
 #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) acc[p][m] = _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) acc[p][m] = mins[p][m] = _mm512_setzero_ps();
   static const int32_t kNoOffset = 0;  // the codes are unsigned as stored: the dots start at 0
   const int32_t* start[MR];
 #pragma GCC unroll 4
@@ -301,31 +322,35 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const in
       const uint8_t* base = panels[p] + sb * kK4Block;
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(base + kK4D));
       const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(base + kK4Dmin));
-      for (int sub = 0; sub < 8; ++sub) {
-        const auto* src = reinterpret_cast<const __m512i*>(base) + 8 * (sub / 2);
-        __m512i k[8];
+      for (int pair = 0; pair < 4; ++pair) {
+        const auto* src = reinterpret_cast<const __m512i*>(base) + 8 * pair;
+        __m512i lo[8], hi[8];
+        // Both nibbles of a load at once where the registers allow (one or
+        // two activation rows); more rows load the bytes again from L1.
+        if constexpr (MR <= 2) {
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-          const __m512i r = _mm512_load_si512(src + g);
-          k[g] = _mm512_and_si512(sub % 2 ? _mm512_srli_epi16(r, 4) : r, low);
-        }
-        const auto bytes16 = [&](int at) {
-          return _mm512_cvtepi32_ps(
-              _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(base + at + kLanes * sub))));
-        };
-        const __m512 ds = _mm512_mul_ps(d, bytes16(kK4Scales)), dm = _mm512_mul_ps(dmin, bytes16(kK4Mins));
-        const ActBlock* xb[MR];
-#pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + sb * 8 + sub;
-        Accumulate<MR>(k, ds, xb, start, acc[p]);
-#pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) {
-          const float xsum = static_cast<float>(sums[m * nb + sb * 8 + sub] >> 7);
-          acc[p][m] = _mm512_fmadd_ps(dm, _mm512_set1_ps(-(xb[m]->d * xsum)), acc[p][m]);
+          for (int g = 0; g < 8; ++g) {
+            const __m512i r = _mm512_load_si512(src + g);
+            lo[g] = _mm512_and_si512(r, low);
+            hi[g] = _mm512_and_si512(_mm512_srli_epi16(r, 4), low);
+          }
+          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+        } else {
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) lo[g] = _mm512_and_si512(_mm512_load_si512(src + g), low);
+          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) hi[g] = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(src + g), 4), low);
+          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
         }
       }
     }
   }
+#pragma GCC unroll 2
+  for (int p = 0; p < NP; ++p)
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) acc[p][m] = _mm512_add_ps(acc[p][m], mins[p][m]);
 #pragma GCC unroll 2
   for (int p = 0; p < NP && p * kLanes < n_valid; ++p)
     Store<MR>(acc[p], out + p * kLanes, ldo, bias ? bias + p * kLanes : nullptr,
@@ -426,19 +451,22 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
 
 void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                   float* out, int64_t ldo, const float* bias) {
-  const int64_t nsb = K / 256, panel = PanelBytes(DType::Q4_K, K);
+  const int64_t nsb = K / 256, panel = PanelBytes(DType::Q4_K, K), nb = K / 32;
+  thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
+  xmins.resize(M * nb);
+  for (int64_t i = 0; i < M * nb; ++i) xmins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const uint8_t* panels[2] = {packed + n0 / kLanes * panel, packed + (n0 / kLanes + 1) * panel};
     const float* bn = bias ? bias + n0 : nullptr;
     const bool two = N - n0 > kLanes;
     for_row_tiles(M, [&](auto mr, int64_t m) {
       constexpr int MR = decltype(mr)::value;
-      const ActBlock* xm = x + m * (K / 32);
-      const int32_t* sm = sums + m * (K / 32);
+      const ActBlock* xm = x + m * nb;
+      const float* mm = xmins.data() + m * nb;
       if (two)
-        K4Tile<MR, 2>(panels, xm, sm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        K4Tile<MR, 2>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
       else
-        K4Tile<MR, 1>(panels, xm, sm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        K4Tile<MR, 1>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
     });
   }
 }
@@ -541,7 +569,7 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
   for (int64_t n = 0; n < N; ++n) {
     const uint8_t* row = w + n * stride;
     for (int64_t m = 0; m < M; ++m) {
-      float acc = 0;
+      float acc = 0, mins = 0;  // mins: q4_k's sub-block mins, summed apart
       for (int64_t b = 0; b < nb; ++b) {
         const ActBlock& xb = x[m * nb + b];
         int32_t dot = 0;
@@ -564,7 +592,7 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
           const float ds = f16_to_f32(blk.d) * static_cast<float>(sc);
           const float dm = f16_to_f32(blk.dmin) * static_cast<float>(mn);
           acc = std::fma(static_cast<float>(dot), ds * xb.d, acc);
-          acc = std::fma(dm, -(xb.d * static_cast<float>(sum)), acc);
+          mins = std::fma(dm, -(xb.d * static_cast<float>(sum)), mins);
           continue;
         } else {
           const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
@@ -575,6 +603,7 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
         const float scale = dw * xb.d;
         acc = std::fma(static_cast<float>(dot), scale, acc);
       }
+      acc += mins;
       out[m * ldo + n] = bias ? acc + bias[n] : acc;
     }
   }
