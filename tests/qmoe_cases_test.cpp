@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,20 @@ struct Worst {
   return ::testing::AssertionSuccess();
 }
 
+// A case that expects a refusal: `run` on its inputs must throw an Error
+// naming what the case names.
+void expect_refusal(const std::string& name, const CaseDir& c,
+                    const std::function<void(std::map<std::string, Buffer>&)>& run) {
+  std::map<std::string, Buffer> buffers = c.inputs;
+  try {
+    run(buffers);
+    ADD_FAILURE() << name << ": ran, but the case expects a refusal naming " << *c.expected_error;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(*c.expected_error), std::string::npos)
+        << name << ": the refusal does not name " << *c.expected_error << ": " << e.what();
+  }
+}
+
 TEST(QmoeCases, EveryCommittedCaseMatchesOrtOnEveryCpuVariant) {
   const auto dirs = case_dirs();
   if (dirs.empty()) GTEST_SKIP() << "no goldens/qmoe/cases";
@@ -93,14 +108,7 @@ TEST(QmoeCases, EveryCommittedCaseMatchesOrtOnEveryCpuVariant) {
     const std::string name = dir.filename().string();
     const CaseDir c = load_case(dir.string());
     if (c.expected_error) {
-      std::map<std::string, Buffer> buffers = c.inputs;
-      try {
-        run_op(pkg, c.attrs, buffers, cpu);
-        ADD_FAILURE() << name << ": ran, but the case expects a refusal naming " << *c.expected_error;
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(*c.expected_error), std::string::npos)
-            << name << ": the refusal does not name " << *c.expected_error << ": " << e.what();
-      }
+      expect_refusal(name, c, [&](std::map<std::string, Buffer>& b) { run_op(pkg, c.attrs, b, cpu); });
       ++refusals;
       continue;
     }
@@ -149,13 +157,7 @@ TEST(QmoeCases, APlanCacheGivesRunOpsBitsAndKeepsNoRefusal) {
       const std::string name = dir.filename().string();
       const CaseDir c = load_case(dir.string());
       if (c.expected_error) {
-        std::map<std::string, Buffer> buffers = c.inputs;
-        try {
-          cache.run(c.attrs, buffers);
-          ADD_FAILURE() << name << ": ran through the cache, but the case expects a refusal";
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find(*c.expected_error), std::string::npos) << name << ": " << e.what();
-        }
+        expect_refusal(name + " (cached)", c, [&](std::map<std::string, Buffer>& b) { cache.run(c.attrs, b); });
         continue;
       }
       std::map<std::string, Buffer> fresh = c.inputs;
