@@ -563,50 +563,5 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
   HWY_DYNAMIC_DISPATCH(Int8Gemm)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
 }
 
-void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,
-                         int64_t M, float* out, int64_t ldo, const float* bias) {
-  const int64_t nb = K / 32;
-  for (int64_t n = 0; n < N; ++n) {
-    const uint8_t* row = w + n * stride;
-    for (int64_t m = 0; m < M; ++m) {
-      float acc = 0, mins = 0;  // mins: q4_k's sub-block mins, summed apart
-      for (int64_t b = 0; b < nb; ++b) {
-        const ActBlock& xb = x[m * nb + b];
-        int32_t dot = 0;
-        float dw;
-        if (weight == DType::Q8_0) {
-          const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-          dw = f16_to_f32(blk.d);
-          for (int j = 0; j < 32; ++j) dot += int32_t(blk.qs[j]) * xb.qs[j];
-        } else if (weight == DType::Q4_K) {
-          const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b / 8];
-          const int sub = static_cast<int>(b % 8);
-          uint8_t sc, mn;
-          k4_scale_min(sub, blk.scales, &sc, &mn);
-          int32_t sum = 0;
-          for (int l = 0; l < 32; ++l) {
-            const uint8_t q = blk.qs[32 * (sub / 2) + l];
-            dot += int32_t(sub % 2 ? q >> 4 : q & 15) * xb.qs[l];
-            sum += xb.qs[l];
-          }
-          const float ds = f16_to_f32(blk.d) * static_cast<float>(sc);
-          const float dm = f16_to_f32(blk.dmin) * static_cast<float>(mn);
-          acc = std::fma(static_cast<float>(dot), ds * xb.d, acc);
-          mins = std::fma(dm, -(xb.d * static_cast<float>(sum)), mins);
-          continue;
-        } else {
-          const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-          dw = f16_to_f32(blk.d);
-          for (int j = 0; j < 16; ++j)
-            dot += (int32_t(blk.qs[j] & 15) - 8) * xb.qs[j] + (int32_t(blk.qs[j] >> 4) - 8) * xb.qs[j + 16];
-        }
-        const float scale = dw * xb.d;
-        acc = std::fma(static_cast<float>(dot), scale, acc);
-      }
-      acc += mins;
-      out[m * ldo + n] = bias ? acc + bias[n] : acc;
-    }
-  }
-}
 }  // namespace bonfire::simd
 #endif
