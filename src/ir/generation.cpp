@@ -134,7 +134,22 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
     for (int64_t id : m->config_.eos_token_ids) m->eos_.push_back(static_cast<int32_t>(id));
   if (m->eos_.empty() && m->tokenizer_) m->eos_ = m->tokenizer_->eos_ids();
   m->limits_.max_total_bytes = int64_t(64) << 30;
+  if (warmed && options.warm_up) m->warm_up();
   return m;
+}
+
+void LocalModel::warm_up() {
+  GenerateRequest r;
+  const int64_t n = std::min<int64_t>(8, ctx_ - 2);
+  if (n < 1) return;
+  r.prompt.assign(static_cast<size_t>(n), 0);
+  r.max_tokens = 2;
+  r.ignore_eos = true;
+  try {
+    generate(r);
+  } catch (const std::exception&) {
+    // A model this cannot run fails its first real call with the error.
+  }
 }
 
 const Tokenizer& LocalModel::tokenizer() const {

@@ -86,6 +86,9 @@ class LocalModel {
     // machine without a half-precision conversion instruction (WebAssembly),
     // where the products then run several times faster.
     bool widen_half = false;
+    // One throwaway short generation at load when the weights were mapped
+    // in (warm_up below), so the first real call costs what later ones do.
+    bool warm_up = true;
   };
   // Opens the files, checks the IR (schema and rules) against the weights.
   // Throws Error naming what is wrong.
@@ -112,6 +115,11 @@ class LocalModel {
 
  private:
   LocalModel() = default;
+  // An 8-token prefill and one decode step, thrown away: the first real call
+  // then finds its step graphs lowered and its buffers' pages faulted in
+  // (under some hypervisors a fresh page's first touch costs microseconds,
+  // and a step allocates megabytes). Failures are left to the real call.
+  void warm_up();
   // The parsed graph for a step, lowered on first use.
   const Call& step(const std::string& mode, int64_t tokens, const SamplingParams* sampling, bool logits,
                    bool all_logits);
