@@ -1,6 +1,5 @@
 #include "kernels/graph_ops.h"
 
-
 #include "core/error.h"
 #include "kernels/check.h"
 #include "kernels/device.h"

@@ -270,7 +270,6 @@ RunReport CallPlan::run(std::map<std::string, Buffer>& buffers, BufferPool* pool
 
 RunReport run_variant(const Package& p, const Bound& bound, const Device& device, int index,
                       std::map<std::string, Buffer>& buffers) {
-  check_inputs(p, bound, buffers);
   return CallPlan(p, bound, device, index).run(buffers);
 }
 

@@ -70,7 +70,6 @@ class CallPlan {
   // bytes, is written in place). The intermediates come from `pool` (null:
   // allocated) and are gone from `buffers` on return.
   RunReport run(std::map<std::string, Buffer>& buffers, BufferPool* pool = nullptr);
-  const Variant& variant() const { return variant_; }
 
  private:
   struct Call {

@@ -19,6 +19,9 @@ namespace bonfire::net {
 // targets is below 1e-4 of that scale (docs/NETWORK.md); 2e-3 leaves a
 // margin of 20×.
 inline constexpr double kLogitTolerance = 2e-3;
+// That bound for one row of V logits: kLogitTolerance × (1 + its largest
+// finite |logit|).
+double logit_tolerance(const float* row, int64_t V);
 
 enum class TokenAgreement { Same, NearTie, Differs };
 

@@ -63,11 +63,7 @@ std::string LieFault::tell(std::map<std::string, Tensor>& outputs, const std::ve
       // within the near-tie tolerance is forgiven by design (token_check.h),
       // so lying with it would be no lie to catch (a fresh clone's net.verify
       // once released such a "lie", 318 -> 714, and failed on it).
-      double largest = 0;
-      for (int64_t i = 0; i < V; ++i)
-        if (std::isfinite(row[i])) largest = std::max(largest, std::fabs(double(row[i])));
-      const double below =
-          drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * kLogitTolerance * (1 + largest) : HUGE_VAL;
+      const double below = drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * logit_tolerance(row, V) : HUGE_VAL;
       int64_t second = -1;
       for (int64_t i = 0; i < V; ++i)
         if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below && (second < 0 || row[i] > row[second]))
