@@ -30,13 +30,6 @@ int32_t draw(const std::vector<float>& row, const nlohmann::json& params, const 
 
 }  // namespace
 
-double logit_tolerance(const float* row, int64_t V) {
-  float largest = 0;
-  for (int64_t i = 0; i < V; ++i)
-    if (std::isfinite(row[i])) largest = std::max(largest, std::fabs(row[i]));
-  return kLogitTolerance * (1.0 + largest);
-}
-
 TokenVerdict check_token(const float* logits, int64_t V, const nlohmann::json& sample, uint64_t step,
                          const std::vector<int32_t>& history, int32_t claimed) {
   if (V <= 0) throw Error(ErrorCode::Internal, "check_token: empty logits");
