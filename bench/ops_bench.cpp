@@ -18,6 +18,7 @@
 
 #include "core/threads.h"
 #include "ops/gemm.h"
+#include "ops/int8_gemm.h"
 #include "ops/simd.h"
 
 using namespace bonfire;
@@ -108,21 +109,38 @@ int main(int argc, char** argv) {
                   100 * bytes / sec / bw);
     }
   }
-  // Batched decode (graph/batch.h): q8_0 against 8 int8 activation rows,
-  // the way a batched call's products run (each output its own dot).
+  // Batched decode (graph/batch.h): q8_0 against 1 to 8 int8 activation
+  // rows, the way a batched call's products run: panels repacked as at load
+  // where the CPU has the tiled kernel, streamed from memory (copies).
   {
-    const int64_t M = 8, rb = row_bytes(DType::Q8_0, K);
-    std::vector<uint8_t> q(N * rb);
-    for (int64_t r = 0; r < N; ++r) quantize_row(DType::Q8_0, &w[r * K], q.data() + r * rb, K);
-    std::vector<float> xs(M * K);
+    const int64_t rb = row_bytes(DType::Q8_0, K);
+    const bool tiled = simd::int8_gemm_available(DType::Q8_0, K);
+    std::vector<std::vector<uint8_t>> q(copies, std::vector<uint8_t>(N * rb)), panels(copies);
+    for (int c = 0; c < copies; ++c) {
+      for (int64_t r = 0; r < N; ++r) quantize_row(DType::Q8_0, &w[r * K], q[c].data() + r * rb, K);
+      if (!tiled) continue;
+      panels[c].resize(simd::int8_packed_bytes(DType::Q8_0, N, K) + 64);
+      uint8_t* aligned = panels[c].data() + (64 - reinterpret_cast<uintptr_t>(panels[c].data()) % 64) % 64;
+      simd::int8_pack(DType::Q8_0, q[c].data(), rb, N, K, 0, (N + 15) / 16, aligned);
+    }
+    std::vector<float> xs(8 * K);
     for (auto& v : xs) v = nd(rng);
-    std::vector<float> out(N * M);
+    std::vector<float> out(N * 8);
     Int8Scope int8;
     BatchRowsScope apart;
-    const double sec = best_time([&] {
-      gemm_nt(xs.data(), M, K, WeightRows{DType::Q8_0, q.data(), N, K}, out.data(), N);
-    }, 10);
-    std::printf("q8_0 int8 x %lld rows: %.1f us (%.1f GMAC/s)\n", (long long)M, sec * 1e6, M * N * K / sec / 1e9);
+    double one = 0;
+    for (const int64_t M : {1, 2, 4, 8}) {
+      int which = 0;
+      const double sec = best_time([&] {
+        WeightRows wr{DType::Q8_0, q[which].data(), N, K};
+        if (tiled) wr.panels = panels[which].data() + (64 - reinterpret_cast<uintptr_t>(panels[which].data()) % 64) % 64;
+        gemm_nt(xs.data(), M, K, wr, out.data(), N);
+        which = (which + 1) % copies;
+      }, copies * 2);
+      if (M == 1) one = sec;
+      std::printf("q8_0 int8%s x %lld rows: %.1f us (%.1f GMAC/s, %.2fx one row's time)\n", tiled ? " panels" : "",
+                  (long long)M, sec * 1e6, M * N * K / sec / 1e9, sec / one);
+    }
   }
   // A prefill's products: 128 rows, f32 through BLAS (--exact) and int8.
   for (const DType t : {DType::Q8_0, DType::Q4_0}) {

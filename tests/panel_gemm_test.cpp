@@ -81,7 +81,7 @@ TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
   for (DType t : {DType::Q8_0, DType::Q4_0})
     for (int64_t N : {1, 15, 16, 17, 33, 64})
       for (int64_t K : {32, 96, 2048})
-        for (int64_t M : {1, 3, 4, 6, 9})
+        for (int64_t M : {1, 3, 4, 6, 8, 9, 13})
           for (bool with_bias : {false, true}) {
             const Weights w = random_weights(t, N, K, rng);
             const auto x = random_activations(M, K, rng);
@@ -99,7 +99,7 @@ TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
             }
             ++checked;
           }
-  EXPECT_EQ(checked, 2 * 6 * 3 * 5 * 2);
+  EXPECT_EQ(checked, 2 * 6 * 3 * 7 * 2);
 }
 
 // q4_k rows as llama.cpp lays them out, from random bytes with sane
@@ -214,7 +214,7 @@ TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
     EXPECT_EQ(store.repack_for_cpu(), simd::int8_packed_bytes(dt, E * C, K));
     const Tensor& t = *store.find("w");
     ASSERT_TRUE(t.repacked);
-    for (const int64_t M : {1, 3, 7}) {
+    for (const int64_t M : {1, 3, 7, 8, 12}) {
       const auto x = random_activations(M, K, rng);
       std::vector<int32_t> sums(x.size());
       simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
