@@ -207,16 +207,20 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
           RowState& r = st[b];
           float tile_max = kNegInf;
           simd::dot_rows(qr, kh + s0 * KV * D, KV * D, n, D, sc);
-          for (int64_t i = 0; i < n; ++i) {
-            const int64_t s = s0 + i;
-            float x = sc[i] * c.scale;
-            if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
-            // ALiBi relative to the query: BLOOM's slope*s shifted per row.
-            if (slope != 0.0f) x += slope * (float)(s - pos);
-            if (brow) x += brow[s];
-            r.nan |= std::isnan(x);
-            sc[i] = x;
-            tile_max = std::max(tile_max, x);
+          if (c.softcap == 0 && slope == 0.0f && !brow) {  // the common case, vectorized
+            tile_max = simd::scale_max(sc, n, c.scale, &r.nan);
+          } else {
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t s = s0 + i;
+              float x = sc[i] * c.scale;
+              if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+              // ALiBi relative to the query: BLOOM's slope*s shifted per row.
+              if (slope != 0.0f) x += slope * (float)(s - pos);
+              if (brow) x += brow[s];
+              r.nan |= std::isnan(x);
+              sc[i] = x;
+              tile_max = std::max(tile_max, x);
+            }
           }
           if (tile_max > r.max) {
             // The terms so far were relative to a smaller max: shrink them.
@@ -227,10 +231,10 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
           }
           // Turn scores into weights now; -inf (every key biased away)
           // gives 0 and is skipped below.
-          for (int64_t i = 0; i < n; ++i) {
-            sc[i] = r.max == kNegInf ? 0.0f : std::exp(sc[i] - r.max);
-            r.sum += sc[i];
-          }
+          if (r.max == kNegInf)
+            std::fill(sc, sc + n, 0.0f);
+          else
+            r.sum += simd::exp_shifted(sc, n, r.max);
         }
         for (int64_t b = 0; b < hb; ++b)
           simd::weighted_rows(&score[b * kKeyTile], vh + s0 * KV * Dv, KV * Dv, n, Dv, st[b].acc);

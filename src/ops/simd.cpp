@@ -4,9 +4,13 @@
 #define HWY_TARGET_INCLUDE "ops/simd.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
 
 #include "ops/simd.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
@@ -47,13 +51,116 @@ void ScaleF32(float a, float* y, int64_t n) {
   for (; i < n; ++i) y[i] *= a;
 }
 
+// Four keys at a time, each summed exactly as DotF32 sums it (the same
+// bits): the four chains and their reductions overlap instead of waiting on
+// one another.
 void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = DotF32(q, k + i * stride, d);
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float* r[4] = {k + i * stride, k + (i + 1) * stride, k + (i + 2) * stride, k + (i + 3) * stride};
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
+    int64_t j = 0;
+    for (; j + 2 * N <= d; j += 2 * N) {
+      const auto q0 = hn::LoadU(df, q + j), q1 = hn::LoadU(df, q + j + N);
+      a0 = hn::MulAdd(q0, hn::LoadU(df, r[0] + j), a0), b0 = hn::MulAdd(q1, hn::LoadU(df, r[0] + j + N), b0);
+      a1 = hn::MulAdd(q0, hn::LoadU(df, r[1] + j), a1), b1 = hn::MulAdd(q1, hn::LoadU(df, r[1] + j + N), b1);
+      a2 = hn::MulAdd(q0, hn::LoadU(df, r[2] + j), a2), b2 = hn::MulAdd(q1, hn::LoadU(df, r[2] + j + N), b2);
+      a3 = hn::MulAdd(q0, hn::LoadU(df, r[3] + j), a3), b3 = hn::MulAdd(q1, hn::LoadU(df, r[3] + j + N), b3);
+    }
+    for (; j + N <= d; j += N) {
+      const auto q0 = hn::LoadU(df, q + j);
+      a0 = hn::MulAdd(q0, hn::LoadU(df, r[0] + j), a0);
+      a1 = hn::MulAdd(q0, hn::LoadU(df, r[1] + j), a1);
+      a2 = hn::MulAdd(q0, hn::LoadU(df, r[2] + j), a2);
+      a3 = hn::MulAdd(q0, hn::LoadU(df, r[3] + j), a3);
+    }
+    float s[4] = {hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, b0))), hn::GetLane(hn::SumOfLanes(df, hn::Add(a1, b1))),
+                  hn::GetLane(hn::SumOfLanes(df, hn::Add(a2, b2))), hn::GetLane(hn::SumOfLanes(df, hn::Add(a3, b3)))};
+    for (int m = 0; m < 4; ++m) {
+      for (int64_t t = j; t < d; ++t) s[m] += q[t] * r[m][t];
+      out[i + m] = s[m];
+    }
+  }
+  for (; i < n; ++i) out[i] = DotF32(q, k + i * stride, d);
 }
 
+// The accumulator stays in registers over all n rows, four vectors at a
+// time; each element still gets acc = fma(w, v, acc) in row order, so the
+// bits are AxpyF32's row after row.
 void WeightedRows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc) {
-  for (int64_t i = 0; i < n; ++i)
-    if (w[i] != 0.0f) AxpyF32(w[i], v + i * stride, acc, d);
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  int64_t j = 0;
+  for (; j + 4 * N <= d; j += 4 * N) {
+    auto a0 = hn::LoadU(df, acc + j), a1 = hn::LoadU(df, acc + j + N);
+    auto a2 = hn::LoadU(df, acc + j + 2 * N), a3 = hn::LoadU(df, acc + j + 3 * N);
+    for (int64_t i = 0; i < n; ++i) {
+      if (w[i] == 0.0f) continue;
+      const auto wi = hn::Set(df, w[i]);
+      const float* r = v + i * stride + j;
+      a0 = hn::MulAdd(wi, hn::LoadU(df, r), a0);
+      a1 = hn::MulAdd(wi, hn::LoadU(df, r + N), a1);
+      a2 = hn::MulAdd(wi, hn::LoadU(df, r + 2 * N), a2);
+      a3 = hn::MulAdd(wi, hn::LoadU(df, r + 3 * N), a3);
+    }
+    hn::StoreU(a0, df, acc + j), hn::StoreU(a1, df, acc + j + N);
+    hn::StoreU(a2, df, acc + j + 2 * N), hn::StoreU(a3, df, acc + j + 3 * N);
+  }
+  if (j < d)
+    for (int64_t i = 0; i < n; ++i)
+      if (w[i] != 0.0f) AxpyF32(w[i], v + i * stride + j, acc + j, d - j);
+}
+
+// x[i] = exp(x[i] - shift); -inf gives 0. Returns their sum.
+double ExpShifted(float* x, int64_t n, float shift) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, shift);
+  auto sum = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), vs));
+    hn::StoreU(e, df, x + i);
+    sum = hn::Add(sum, e);
+  }
+  if (i < n) {  // the tail through a padded vector (Highway 1.0.3 has no LoadN)
+    HWY_ALIGN float tail[hn::MaxLanes(df)];
+    std::fill(tail, tail + hn::MaxLanes(df), -std::numeric_limits<float>::infinity());
+    std::copy(x + i, x + n, tail);
+    const auto e = hn::Exp(df, hn::Sub(hn::Load(df, tail), vs));
+    hn::Store(e, df, tail);
+    sum = hn::Add(sum, e);
+    std::copy(tail, tail + (n - i), x + i);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, sum));
+}
+
+// x[i] *= scale; returns the largest, and sets *nan when one is NaN.
+float ScaleMax(float* x, int64_t n, float scale, bool* nan) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, scale);
+  auto best = hn::Set(df, -std::numeric_limits<float>::infinity());
+  auto bad = hn::FirstN(df, 0);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::Mul(hn::LoadU(df, x + i), vs);
+    hn::StoreU(v, df, x + i);
+    bad = hn::Or(bad, hn::Ne(v, v));
+    best = hn::Max(best, v);
+  }
+  float m = hn::GetLane(hn::MaxOfLanes(df, best));
+  bool any = !hn::AllFalse(df, bad);
+  for (; i < n; ++i) {
+    x[i] *= scale;
+    any |= std::isnan(x[i]);
+    m = std::max(m, x[i]);
+  }
+  *nan |= any;
+  return m;
 }
 
 // f16/bf16 rows: widen a vector at a time.
@@ -225,6 +332,8 @@ HWY_EXPORT(AxpyF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(WeightedRows);
+HWY_EXPORT(ExpShifted);
+HWY_EXPORT(ScaleMax);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(DequantRow);
 
@@ -237,6 +346,8 @@ void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t
 void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc) {
   HWY_DYNAMIC_DISPATCH(WeightedRows)(w, v, stride, n, d, acc);
 }
+double exp_shifted(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpShifted)(x, n, shift); }
+float scale_max(float* x, int64_t n, float scale, bool* nan) { return HWY_DYNAMIC_DISPATCH(ScaleMax)(x, n, scale, nan); }
 void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(DequantRow)(t, row, out, n); }
 float dot_row(DType t, const void* row, const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(t, row, x, n);

@@ -20,6 +20,13 @@ void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t
 // acc[0, d) += sum over i < n of w[i] * v[i * stride, + d): a tile of
 // attention values weighted by their probabilities (w[i] == 0 skipped).
 void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc);
+// x[i] = exp(x[i] - shift) for i < n, vectorized (within 2 ulp of std::exp;
+// -inf gives 0), and returns their sum: a tile of attention scores to
+// softmax weights.
+double exp_shifted(float* x, int64_t n, float shift);
+// x[i] *= scale for i < n; returns the largest and sets *nan when one is NaN
+// (a tile of attention scores, scaled).
+float scale_max(float* x, int64_t n, float scale, bool* nan);
 // Dot of an f32 vector with a row stored as `t` (n a multiple of its block).
 float dot_row(DType t, const void* row, const float* x, int64_t n);
 // A row of `t` to f32, vectorized for f16, bf16 and q8_0 (same values as
