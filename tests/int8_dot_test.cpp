@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -266,6 +267,77 @@ TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
     for (int64_t n = 0; n < N; ++n) ASSERT_FALSE(std::isnan(int8[N + n]));
   }
   set_int8_activations(Int8Activations::Small);
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The attention and activation helpers of ops/simd.h on every target: the
+// key dots and the weighted values give exactly the one-at-a-time bits, and
+// the vector exp and sigmoid stay within a few ulp of the double-precision
+// definition, with NaN, infinities and huge values as the scalar code has them.
+TEST_F(ForEachTarget, AttentionAndActivationHelpersOnEveryTarget) {
+  std::mt19937 rng(9);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = target_name(target);
+    for (const int64_t d : {64, 80, 13}) {
+      const int64_t n = 11, stride = d + 3;
+      const auto q = random_values(d, rng, 1.0f), k = random_values(n * stride, rng, 1.0f);
+      std::vector<float> got(n);
+      simd::dot_rows(q.data(), k.data(), stride, n, d, got.data());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_TRUE(same_bits(got[i], simd::dot_f32(q.data(), k.data() + i * stride, d))) << name << " d=" << d;
+      auto w = random_values(n, rng, 1.0f);
+      w[3] = 0.0f;
+      std::vector<float> acc = random_values(d, rng, 1.0f), want = acc;
+      simd::weighted_rows(w.data(), k.data(), stride, n, d, acc.data());
+      for (int64_t i = 0; i < n; ++i)
+        if (w[i] != 0.0f) simd::axpy_f32(w[i], k.data() + i * stride, want.data(), d);
+      for (int64_t j = 0; j < d; ++j) EXPECT_TRUE(same_bits(acc[j], want[j])) << name << " d=" << d << " j=" << j;
+    }
+    std::vector<float> x = random_values(37, rng, 8.0f);
+    for (const float v : {0.0f, -0.0f, 1e-30f, 30.0f, -30.0f, 100.0f, -100.0f, 1e30f, -1e30f, inf, -inf}) x.push_back(v);
+    const int64_t n = static_cast<int64_t>(x.size());
+    x.push_back(nan);  // apart: a NaN's max is not defined
+    for (const bool times_x : {false, true}) {
+      std::vector<float> out(x.size());
+      simd::sigmoid_f32(x.data(), out.data(), n + 1, 1.0f, times_x);
+      for (int64_t i = 0; i < n; ++i) {
+        const double s = 1.0 / (1.0 + std::exp(-double(x[i])));
+        const double want = times_x ? double(x[i]) * s : s;
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[i])) << name << " x=" << x[i];
+        } else if (std::isinf(want)) {
+          EXPECT_EQ(out[i], want) << name << " x=" << x[i];
+        } else {
+          EXPECT_NEAR(out[i], want, 4e-7 * std::fabs(want) + 1e-37) << name << " x=" << x[i] << " times_x=" << times_x;
+        }
+      }
+      EXPECT_TRUE(std::isnan(out[n])) << name << ": NaN stays NaN";
+    }
+    std::vector<float> e(x.begin(), x.begin() + 37);
+    for (auto& v : e) v = -std::fabs(v);
+    e.push_back(-inf);
+    const std::vector<float> before = e;
+    const double sum = simd::exp_shifted(e.data(), static_cast<int64_t>(e.size()), 0.5f);
+    double want_sum = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      const double want = std::exp(double(before[i] - 0.5f));  // the shift is a float subtraction
+      want_sum += want;
+      EXPECT_NEAR(e[i], want, 3e-7 * want) << name << " x=" << before[i];
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << name;
+    bool saw_nan = false;
+    std::vector<float> sc = {1.0f, -3.0f, 7.5f, 2.0f, 0.25f};
+    EXPECT_EQ(simd::scale_max(sc.data(), 5, 2.0f, &saw_nan), 15.0f) << name;
+    EXPECT_FALSE(saw_nan);
+    EXPECT_EQ(sc[1], -6.0f);
+    sc.assign(20, 1.0f);
+    sc[2] = nan;  // in a full vector on every target
+    simd::scale_max(sc.data(), 20, 1.0f, &saw_nan);
+    EXPECT_TRUE(saw_nan) << name;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "core/threads.h"
 #include "ops/op.h"
+#include "ops/simd.h"
 
 namespace bonfire {
 
@@ -72,16 +73,20 @@ float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
   return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
 }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void run_relu(const OpInputs& in, const Params&, Tensor& out) {
   // NaN stays NaN (x > 0 is false, but x < 0 is false too).
   run_unary(in, out, [](float x) { return x < 0 ? 0.0f : x; });
 }
-void run_sigmoid(const OpInputs& in, const Params&, Tensor& out) { run_unary(in, out, sigmoid); }
-void run_silu(const OpInputs& in, const Params&, Tensor& out) {
-  run_unary(in, out, [](float x) { return x * sigmoid(x); });
+// The sigmoid family, vectorized (ops/simd.h).
+void run_sigmoid_times(const OpInputs& in, Tensor& out, float alpha, bool times_x) {
+  const float* x = in[0]->f32();
+  float* o = out.f32();
+  parallel_for(out.numel(), kGrain,
+               [&](int64_t i0, int64_t i1) { simd::sigmoid_f32(x + i0, o + i0, i1 - i0, alpha, times_x); });
 }
+void run_sigmoid(const OpInputs& in, const Params&, Tensor& out) { run_sigmoid_times(in, out, 1.0f, false); }
+void run_silu(const OpInputs& in, const Params&, Tensor& out) { run_sigmoid_times(in, out, 1.0f, true); }
 void run_tanh(const OpInputs& in, const Params&, Tensor& out) {
   run_unary(in, out, [](float x) { return std::tanh(x); });
 }
@@ -89,9 +94,7 @@ void run_gelu(const OpInputs& in, const Params&, Tensor& out) { run_unary(in, ou
 void run_gelu_exact(const OpInputs& in, const Params&, Tensor& out) {
   run_unary(in, out, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); });
 }
-void run_gelu_quick(const OpInputs& in, const Params&, Tensor& out) {
-  run_unary(in, out, [](float x) { return x * sigmoid(1.702f * x); });
-}
+void run_gelu_quick(const OpInputs& in, const Params&, Tensor& out) { run_sigmoid_times(in, out, 1.702f, true); }
 void run_scale(const OpInputs& in, const Params& p, Tensor& out) {
   const float f = (float)p.num("factor");
   run_unary(in, out, [f](float x) { return x * f; });
@@ -115,7 +118,12 @@ Shape infer_gated(const std::vector<TensorDesc>& in, const Params&) {
   return in[0].shape;
 }
 void run_swiglu(const OpInputs& in, const Params&, Tensor& out) {
-  run_binary(in, out, [](float g, float u) { return g * sigmoid(g) * u; });
+  const float *g = in[0]->f32(), *u = in[1]->f32();
+  float* o = out.f32();
+  parallel_for(out.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    simd::sigmoid_f32(g + i0, o + i0, i1 - i0, 1.0f, true);
+    for (int64_t i = i0; i < i1; ++i) o[i] *= u[i];
+  });
 }
 void run_geglu(const OpInputs& in, const Params&, Tensor& out) {
   run_binary(in, out, [](float g, float u) { return gelu_tanh(g) * u; });

@@ -149,7 +149,7 @@ float ScaleMax(float* x, int64_t n, float scale, bool* nan) {
   for (; i + N <= n; i += N) {
     const auto v = hn::Mul(hn::LoadU(df, x + i), vs);
     hn::StoreU(v, df, x + i);
-    bad = hn::Or(bad, hn::Ne(v, v));
+    bad = hn::Or(bad, hn::IsNaN(v));
     best = hn::Max(best, v);
   }
   float m = hn::GetLane(hn::MaxOfLanes(df, best));
@@ -161,6 +161,30 @@ float ScaleMax(float* x, int64_t n, float scale, bool* nan) {
   }
   *nan |= any;
   return m;
+}
+
+// out[i] = sigmoid(alpha * x[i]), times x[i] when times_x. exp is taken of
+// -|alpha x| only, so it never overflows; NaN stays NaN.
+void Sigmoid(const float* x, float* out, int64_t n, float alpha, bool times_x) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  const auto va = hn::Set(df, alpha), one = hn::Set(df, 1.0f);
+  auto at = [&](auto v) {
+    const auto ax = hn::Mul(va, v);
+    const auto e = hn::Exp(df, hn::Neg(hn::Abs(ax)));
+    const auto pos = hn::Div(one, hn::Add(one, e));  // sigmoid(|ax|)
+    auto sig = hn::IfThenElse(hn::Ge(ax, hn::Zero(df)), pos, hn::Mul(e, pos));
+    sig = hn::IfThenElse(hn::IsNaN(ax), ax, sig);
+    return times_x ? hn::Mul(v, sig) : sig;
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(at(hn::LoadU(df, x + i)), df, out + i);
+  if (i < n) {
+    HWY_ALIGN float tail[hn::MaxLanes(df)] = {};
+    std::copy(x + i, x + n, tail);
+    hn::Store(at(hn::Load(df, tail)), df, tail);
+    std::copy(tail, tail + (n - i), out + i);
+  }
 }
 
 // f16/bf16 rows: widen a vector at a time.
@@ -334,6 +358,7 @@ HWY_EXPORT(DotRows);
 HWY_EXPORT(WeightedRows);
 HWY_EXPORT(ExpShifted);
 HWY_EXPORT(ScaleMax);
+HWY_EXPORT(Sigmoid);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(DequantRow);
 
@@ -347,6 +372,9 @@ void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, in
   HWY_DYNAMIC_DISPATCH(WeightedRows)(w, v, stride, n, d, acc);
 }
 double exp_shifted(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpShifted)(x, n, shift); }
+void sigmoid_f32(const float* x, float* out, int64_t n, float alpha, bool times_x) {
+  HWY_DYNAMIC_DISPATCH(Sigmoid)(x, out, n, alpha, times_x);
+}
 float scale_max(float* x, int64_t n, float scale, bool* nan) { return HWY_DYNAMIC_DISPATCH(ScaleMax)(x, n, scale, nan); }
 void dequantize_row(DType t, const void* row, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(DequantRow)(t, row, out, n); }
 float dot_row(DType t, const void* row, const float* x, int64_t n) {

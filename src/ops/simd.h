@@ -27,6 +27,10 @@ double exp_shifted(float* x, int64_t n, float shift);
 // x[i] *= scale for i < n; returns the largest and sets *nan when one is NaN
 // (a tile of attention scores, scaled).
 float scale_max(float* x, int64_t n, float scale, bool* nan);
+// out[i] = sigmoid(alpha * x[i]), multiplied by x[i] when times_x (silu,
+// gelu_quick), vectorized: within a few ulp of 1 / (1 + exp(-alpha x)).
+// out may be x.
+void sigmoid_f32(const float* x, float* out, int64_t n, float alpha, bool times_x);
 // Dot of an f32 vector with a row stored as `t` (n a multiple of its block).
 float dot_row(DType t, const void* row, const float* x, int64_t n);
 // A row of `t` to f32, vectorized for f16, bf16 and q8_0 (same values as
