@@ -4,11 +4,16 @@
     python3 scripts/bench_batching.py --model /tmp/benchmodel/model-q8_0.gguf [--streams 8] [--tokens 64]
 
 Starts `bonfire serve --model M` (its in-process worker), then
-1. one streamed generation alone: its decode tokens/s (timings.decodeMs);
+1. one streamed generation alone: its decode tokens/s (timings.decodeMs),
+   once before step 2 and once after; the ratio takes their mean, since this
+   machine's speed drifts within a run;
 2. `--streams` streamed generations at once (different prompts, half greedy,
    half seeded): their aggregate decode tokens/s, from the first token of the
    last stream to start decoding to the last token of the first to finish
    (the window where all of them decode together), and over the whole run;
+   and the scheduler's figures (/api/v3/workers "batching"): calls and rows
+   per call in that run, a call's round trip, the worker's own time, and the
+   stage's idle time before a call;
 3. the same requests one at a time, to check every sequence's tokens equal
    its solo run;
 4. for a GGUF, llama.cpp decoding as many sequences in one batch
@@ -47,6 +52,12 @@ def stream(url, body):
             elif "error" in ev:
                 raise RuntimeError(ev)
     return times, done
+
+
+def scheduler_stage(url):
+    """The busiest stage's batching figures (/api/v3/workers)."""
+    stages = json.load(urllib.request.urlopen(url + "/api/v3/workers", timeout=5))["workers"][0].get("batching", [])
+    return max(stages, key=lambda x: x.get("batches", 0)) if stages else {}
 
 
 def latency_phase(url, streams, long_tokens, words):
@@ -160,9 +171,15 @@ def main():
             b.update({"temperature": 0.8, "seed": 100 + i, "topP": 0.9} if i % 2 else {"temperature": 0})
             bodies.append(b)
         stream(url, bodies[0])  # warm-up: graphs registered, pages touched
-        _, alone = stream(url, bodies[0])
-        single = (len(alone["tokens"]) - 1) / (alone["timings"]["decodeMs"] / 1000)
+
+        def single_stream():
+            _, alone = stream(url, bodies[0])
+            return (len(alone["tokens"]) - 1) / (alone["timings"]["decodeMs"] / 1000)
+        # A stream alone, before and after the streams together: this
+        # machine's speed drifts, and the ratio takes their mean.
+        single_before = single_stream()
         results = [None] * a.streams
+        before = scheduler_stage(url)
         def run(i):
             results[i] = stream(url, bodies[i])
         threads = [threading.Thread(target=run, args=(i,)) for i in range(a.streams)]
@@ -172,6 +189,13 @@ def main():
         for t in threads:
             t.join()
         wall = time.monotonic() - t0
+        # The scheduler's view of the run: rows per batched call, and where a
+        # batch's time went (round trip, the worker's own time, idle before it).
+        st = scheduler_stage(url)
+        calls = st.get("batches", 0) - before.get("batches", 0)
+        rows_per_call = (st.get("rows", 0) - before.get("rows", 0)) / max(1, calls)
+        single_after = single_stream()
+        single = (single_before + single_after) / 2
         start = max(r[0][0] for r in results)  # all decode from here
         end = min(r[0][-1] for r in results)   # until the first finishes
         together = sum(sum(1 for x in r[0] if start < x <= end) for r in results) / (end - start)
@@ -181,11 +205,18 @@ def main():
             _, d = stream(url, b)
             same = same and d["tokens"] == results[i][1]["tokens"]
         out = {"streams": a.streams, "tokens": a.tokens, "singleDecodeTokPerS": single,
+               "singleBeforeTokPerS": single_before, "singleAfterTokPerS": single_after,
                "aggregateDecodeTokPerS": together, "ratio": together / single,
-               "overallTokPerS": overall, "wallS": wall, "tokensEqualSolo": same}
-        print(f"single stream decode {single:.2f} tok/s; {a.streams} streams decoding together "
+               "overallTokPerS": overall, "wallS": wall, "tokensEqualSolo": same,
+               "batchedCalls": calls, "rowsPerCall": rows_per_call,
+               "batchRoundTripMs": st.get("decodeMs"), "batchWorkerMs": st.get("workerMs"), "batchGapMs": st.get("gapMs")}
+        print(f"single stream decode {single:.2f} tok/s (before {single_before:.2f}, after {single_after:.2f}); {a.streams} streams decoding together "
               f"{together:.2f} tok/s ({together / single:.2f}x); whole run {overall:.2f} tok/s in {wall:.1f} s; "
               f"tokens equal to solo runs: {same}", file=sys.stderr)
+        if st:
+            print(f"scheduler: {calls} calls of {rows_per_call:.2f} rows on average; the last ones: round trip "
+                  f"{st.get('decodeMs', 0):.1f} ms, the worker's own {st.get('workerMs', 0):.1f} ms, idle before "
+                  f"{st.get('gapMs', 0):.2f} ms", file=sys.stderr)
         if a.model.endswith(".gguf") and not a.no_llama:
             # llama.cpp decoding the same number of sequences in one batch
             # (llama-batched-bench's way), right after, with serve idle.

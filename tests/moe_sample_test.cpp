@@ -5,6 +5,7 @@
 // present, are checked at the end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -522,6 +523,56 @@ TEST(SampleTest, Distribution) {
   EXPECT_EQ(sample1({(float)std::log(0.2), (float)std::log(0.3), (float)std::log(0.5)},
                     {{"temperature", 1}, {"topP", 0.5}, {"seed", 1}}),
             2);
+}
+
+// The definition with a full sort of the candidates: topK's k best logits,
+// weights exp((l - max) / T) in double, the total in vocabulary order, topP's
+// shortest prefix in probability order, then the walk to u * kept.
+int64_t sample_by_full_sort(const float* l, int64_t V, uint64_t row, double T, int64_t top_k, double top_p,
+                            uint64_t seed, uint64_t step) {
+  std::vector<int32_t> idx(V);
+  for (int64_t i = 0; i < V; ++i) idx[i] = static_cast<int32_t>(i);
+  auto by_logit = [&](int32_t a, int32_t b) { return l[a] != l[b] ? l[a] > l[b] : a < b; };
+  std::sort(idx.begin(), idx.end(), by_logit);
+  if (top_k > 0 && top_k < V) idx.resize(top_k);
+  std::sort(idx.begin(), idx.end());
+  const float mx = l[*std::max_element(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return by_logit(b, a); })];
+  std::vector<double> w(V);
+  double total = 0;
+  for (int32_t i : idx) total += (w[i] = std::exp(((double)l[i] - mx) / T));
+  std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return w[a] != w[b] ? w[a] > w[b] : a < b; });
+  size_t n = idx.size();
+  double kept = total;
+  if (top_p < 1) {
+    kept = 0;
+    size_t j = 0;
+    while (j < n && (kept += w[idx[j++]]) < top_p * total) {
+    }
+    n = j;
+  }
+  const double target = uniform01(seed, step, row) * kept;
+  double cum = 0;
+  for (size_t j = 0; j < n; ++j)
+    if ((cum += w[idx[j]]) > target) return idx[j];
+  return idx[n - 1];
+}
+
+// Flat distributions walk deep into a large vocabulary, past many of the
+// chunks sample sorts lazily: every draw is the full sort's.
+TEST(SampleTest, LazySortingDrawsWhatAFullSortDraws) {
+  std::mt19937 rng(41);
+  const int64_t R = 40, V = 5000;
+  std::vector<float> l = random_vec(rng, R * V, -3, 3);
+  for (int64_t i = 0; i < V; i += 97) l[i] = l[i + 1];  // ties
+  for (const double T : {0.3, 1.0, 20.0})
+    for (const int64_t k : {0, 300})
+      for (const double top_p : {1.0, 0.97, 0.4}) {
+        const json p = {{"temperature", T}, {"topK", k}, {"topP", top_p}, {"seed", 99}, {"step", 4}};
+        const std::vector<float> got = values(run("sample", {f32_tensor({R, V}, l)}, p));
+        for (int64_t r = 0; r < R; ++r)
+          ASSERT_EQ(got[r], (float)sample_by_full_sort(&l[r * V], V, r, T, k, top_p, 99, 4))
+              << "T=" << T << " topK=" << k << " topP=" << top_p << " row " << r;
+      }
 }
 
 TEST(SampleTest, Penalties) {

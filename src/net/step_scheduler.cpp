@@ -141,8 +141,13 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
   std::lock_guard<std::mutex> lock(mu_);
   auto average = [](double& avg, double v) { avg = avg == 0 ? v : 0.7 * avg + 0.3 * v; };
   if (!error) {
-    if (first.batchable) average(st.decode_ms, ms);
-    else if (first.tokens > 0) average(st.prefill_ms_per_token, ms / static_cast<double>(first.tokens));
+    if (first.batchable) {
+      average(st.decode_ms, ms);
+      average(st.gap_ms, std::chrono::duration<double, std::milli>(t0 - st.idle_since).count());
+      average(st.worker_ms, reply.header.value("ms", 0.0));
+    } else if (first.tokens > 0) {
+      average(st.prefill_ms_per_token, ms / static_cast<double>(first.tokens));
+    }
   }
   if (first.batchable) {
     st.last_batch = static_cast<int>(rows.size());
@@ -230,7 +235,9 @@ json StepScheduler::stats() const {
                    {"lastBatch", st.last_batch},
                    {"batches", st.batches},
                    {"rows", st.rows},
-                   {"decodeMs", st.decode_ms}});
+                   {"decodeMs", st.decode_ms},
+                   {"gapMs", st.gap_ms},
+                   {"workerMs", st.worker_ms}});
   }
   return out;
 }

@@ -107,6 +107,8 @@ class StepScheduler {
     int last_batch = 0;
     int64_t batches = 0, rows = 0;
     double decode_ms = 0;            // moving average of a batched call's round trip
+    double gap_ms = 0;               // moving average of the idle time before a batched call
+    double worker_ms = 0;            // moving average of the worker's own time for a batched call
     double prefill_ms_per_token = 0;  // moving average over prefill calls
   };
 
