@@ -107,11 +107,20 @@ int64_t argmax(const float* l, int64_t V) {
   return best < 0 ? 0 : best;  // every logit NaN: id 0
 }
 
+// A candidate token and its unnormalised probability, ordered as the draw
+// walks them: larger first, ties to the lower id (RanksBefore's order; the
+// weights are never NaN).
+struct Candidate {
+  double weight;
+  int32_t id;
+  bool operator<(const Candidate& o) const { return weight != o.weight ? weight > o.weight : id < o.id; }
+};
+
 // Per-thread buffers, sized V once.
 struct Scratch {
   std::vector<float> logits;
   std::vector<int32_t> idx;
-  std::vector<double> weight;
+  std::vector<Candidate> candidates;
 };
 
 int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const SampleConfig& c,
@@ -143,28 +152,27 @@ int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const Sampl
   if (n == 0 || mx == -std::numeric_limits<float>::infinity()) return argmax(l, V);
 
   // Softmax weights of l / temperature, unnormalised (mass compares against
-  // the total instead), in double. v == mx is spelled out so +inf works.
-  double* w = s.weight.data();
+  // the total instead), in double, and their total in vocabulary order (idx
+  // is still in it). v == mx is spelled out so +inf works.
+  Candidate* w = s.candidates.data();
+  double total = 0;
   for (int64_t j = 0; j < n; ++j) {
     const float v = l[idx[j]];
-    w[idx[j]] = v == mx ? 1.0 : std::exp(((double)v - mx) / c.temperature);
+    w[j] = {v == mx ? 1.0 : std::exp(((double)v - mx) / c.temperature), idx[j]};
+    total += w[j].weight;
   }
-  // The candidates in probability order, sorted a chunk at a time as the
-  // walks below reach them: a decode step's distribution is peaked, so a
-  // few chunks of a 32000-token vocabulary are ever sorted (sorting it all
-  // took about 2 ms a row). The order is the full sort's.
+  // The candidates in probability order, as the walks below reach them: the
+  // first 64 alone (a trained model's distribution is peaked, and sorting a
+  // 32000-token vocabulary took about 2 ms a row), then all the rest. The
+  // order is the full sort's.
   int64_t sorted = 0;
-  auto sorted_to = [&](int64_t j) {  // idx[0, j] in final order
-    while (sorted <= j) {
-      const int64_t end = std::min(n, std::max<int64_t>(sorted * 2, sorted + 64));
-      if (end < n) std::nth_element(idx + sorted, idx + end, idx + n, RanksBefore<double>{w});
-      std::sort(idx + sorted, idx + end, RanksBefore<double>{w});
-      sorted = end;
-    }
+  auto sorted_to = [&](int64_t j) {  // w[0, j] in final order
+    if (j < sorted) return;
+    const int64_t end = sorted == 0 ? std::min<int64_t>(n, 64) : n;
+    if (end < n) std::nth_element(w + sorted, w + end, w + n);
+    std::sort(w + sorted, w + end);
+    sorted = end;
   };
-  // The total mass, summed in vocabulary order (idx is still in it).
-  double total = 0;
-  for (int64_t j = 0; j < n; ++j) total += w[idx[j]];
 
   // topP: the shortest prefix (in probability order) whose mass reaches topP of the total.
   double kept = total;
@@ -174,7 +182,7 @@ int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const Sampl
     int64_t j = 0;
     while (j < n) {
       sorted_to(j);
-      kept += w[idx[j++]];
+      kept += w[j++].weight;
       if (kept >= target) break;
     }
     n = j;
@@ -185,10 +193,10 @@ int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const Sampl
   double cum = 0;
   for (int64_t j = 0; j < n; ++j) {
     sorted_to(j);
-    cum += w[idx[j]];
-    if (cum > target) return idx[j];
+    cum += w[j].weight;
+    if (cum > target) return w[j].id;
   }
-  return idx[n - 1];  // unreachable unless rounding: u < 1
+  return w[n - 1].id;  // unreachable unless rounding: u < 1
 }
 
 void run_sample(const OpInputs& in, const Params& p, Tensor& out) {
@@ -217,7 +225,7 @@ void run_sample(const OpInputs& in, const Params& p, Tensor& out) {
     s.logits.resize(V);
     if (c.temperature > 0) {
       s.idx.resize(V);
-      s.weight.resize(V);
+      s.candidates.resize(V);
     }
     for (int64_t r = r0; r < r1; ++r) o[r] = (float)sample_row(logits.f32() + r * V, V, r, c, penalized, s);
   });
