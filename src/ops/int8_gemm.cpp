@@ -181,24 +181,6 @@ void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
   }
 }
 
-// tile(std::integral_constant<int, MR>{}, first_row) over [0, M): tiles of
-// kWideRows, then one of the 1 to 7 rows left.
-template <typename TileFn>
-HWY_INLINE void for_int8_row_tiles(int64_t M, TileFn&& tile) {
-  int64_t m = 0;
-  for (; m + kWideRows <= M; m += kWideRows) tile(std::integral_constant<int, kWideRows>{}, m);
-  switch (M - m) {
-    case 7: tile(std::integral_constant<int, 7>{}, m); break;
-    case 6: tile(std::integral_constant<int, 6>{}, m); break;
-    case 5: tile(std::integral_constant<int, 5>{}, m); break;
-    case 4: tile(std::integral_constant<int, 4>{}, m); break;
-    case 3: tile(std::integral_constant<int, 3>{}, m); break;
-    case 2: tile(std::integral_constant<int, 2>{}, m); break;
-    case 1: tile(std::integral_constant<int, 1>{}, m); break;
-    default: break;
-  }
-}
-
 // The per-block step every path shares: MR activation rows against one
 // panel block, into acc — the arithmetic int8_gemm.h promises.
 // k holds unsigned bytes w + (128 >> kShift): w + 128 for bytes, the raw
@@ -436,7 +418,7 @@ void StreamRows(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, const A
 template <int NP, bool kNibbles = false>
 void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M, int64_t nb, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
-  for_int8_row_tiles(M, [&](auto mr, int64_t m) {
+  for_row_tiles<kWideRows>(M, [&](auto mr, int64_t m) {
     constexpr int MR = decltype(mr)::value;
     const ActBlock* xm = x + m * nb;
     const int32_t* sm = sums + m * nb;

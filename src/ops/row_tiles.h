@@ -1,6 +1,7 @@
 // Register tiles of activation rows for the panel kernels (ops/int8_gemm.h,
 // ops/half_gemm.h): a kernel is a template on its row count MR, so M rows run
-// as tiles of 4 and one tile of the 1 to 3 left over.
+// as tiles of kMax (4 unless a kernel takes wider ones) and one tile of the
+// 1 to kMax - 1 left over.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -9,17 +10,24 @@ namespace bonfire::simd {
 
 constexpr int kTileRows = 4;
 
+namespace detail {
+template <int R, typename Tile>
+inline void last_row_tile(int64_t rest, int64_t m, Tile& tile) {
+  if constexpr (R > 0) {
+    if (rest == R)
+      tile(std::integral_constant<int, R>{}, m);
+    else
+      last_row_tile<R - 1>(rest, m, tile);
+  }
+}
+}  // namespace detail
+
 // tile(std::integral_constant<int, MR>{}, first_row) for each tile of [0, M).
-template <typename Tile>
+template <int kMax = kTileRows, typename Tile>
 inline void for_row_tiles(int64_t M, Tile&& tile) {
   int64_t m = 0;
-  for (; m + kTileRows <= M; m += kTileRows) tile(std::integral_constant<int, kTileRows>{}, m);
-  switch (M - m) {
-    case 3: tile(std::integral_constant<int, 3>{}, m); break;
-    case 2: tile(std::integral_constant<int, 2>{}, m); break;
-    case 1: tile(std::integral_constant<int, 1>{}, m); break;
-    default: break;
-  }
+  for (; m + kMax <= M; m += kMax) tile(std::integral_constant<int, kMax>{}, m);
+  detail::last_row_tile<kMax - 1>(M - m, m, tile);
 }
 
 }  // namespace bonfire::simd
