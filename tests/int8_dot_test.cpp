@@ -271,8 +271,10 @@ TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// The attention and activation helpers of ops/simd.h on every target: the
-// key dots and the weighted values give exactly the one-at-a-time bits, and
+// The attention and activation helpers of ops/simd.h on every target: a
+// key's dot is the double-precision sum within f32 rounding and the same
+// bits whichever keys come with it, the weighted values give exactly the
+// one-at-a-time bits, and
 // the vector exp and sigmoid stay within a few ulp of the double-precision
 // definition, with NaN, infinities and huge values as the scalar code has them.
 TEST_F(ForEachTarget, AttentionAndActivationHelpersOnEveryTarget) {
@@ -286,8 +288,23 @@ TEST_F(ForEachTarget, AttentionAndActivationHelpersOnEveryTarget) {
       const auto q = random_values(d, rng, 1.0f), k = random_values(n * stride, rng, 1.0f);
       std::vector<float> got(n);
       simd::dot_rows(q.data(), k.data(), stride, n, d, got.data());
-      for (int64_t i = 0; i < n; ++i)
-        EXPECT_TRUE(same_bits(got[i], simd::dot_f32(q.data(), k.data() + i * stride, d))) << name << " d=" << d;
+      for (int64_t i = 0; i < n; ++i) {
+        double want = 0, scale = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          want += double(q[j]) * k[i * stride + j];
+          scale += std::fabs(double(q[j]) * k[i * stride + j]);
+        }
+        EXPECT_NEAR(got[i], want, 1e-6 * scale) << name << " d=" << d << " key " << i;
+        // A key's score is its own: alone, or in another group of keys, the same bits.
+        float alone;
+        simd::dot_rows(q.data(), k.data() + i * stride, stride, 1, d, &alone);
+        EXPECT_TRUE(same_bits(got[i], alone)) << name << " d=" << d << " key " << i;
+        if (i + 2 < n) {
+          float shifted[2];
+          simd::dot_rows(q.data(), k.data() + (i + 1) * stride, stride, 2, d, shifted);
+          EXPECT_TRUE(same_bits(got[i + 1], shifted[0])) << name << " d=" << d << " key " << i + 1;
+        }
+      }
       auto w = random_values(n, rng, 1.0f);
       w[3] = 0.0f;
       std::vector<float> acc = random_values(d, rng, 1.0f), want = acc;

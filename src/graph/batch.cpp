@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "graph/executor_internal.h"
 #include "ops/gemm.h"
 
@@ -218,7 +219,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       for (auto& t : inputs_tmp) pool.give(t);
     } else {
       per_row[i].resize(B);
-      for (size_t r = 0; r < B; ++r) {
+      auto run_row = [&](size_t r) {
         std::vector<Tensor> slices(node.in.size());
         OpInputs in;
         for (size_t k = 0; k < node.in.size(); ++k) {
@@ -241,13 +242,26 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
         }
         Tensor& out = per_row[i][r];
         const detail::Planned& p = plan[r][i];
-        detail::prepare_output(node, p.out, in, out, &pool);
+        // From the running thread's own pool; release() later gives the
+        // buffer to this call's pool, which any buffer may join.
+        detail::prepare_output(node, p.out, in, out, &detail::thread_buffer_pool());
         try {
           detail::run_node(node, in, p.params, out);
         } catch (Error& e) {
           throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
         }
-      }
+      };
+      // The rows side by side, one thread each: a row's rope, cache write,
+      // attention or draw is too small to split over the threads (a decode
+      // row's attention spent more on the split than on its keys), and a
+      // row's result does not depend on the threads it runs on. One row
+      // alone keeps the op's own split.
+      if (B > 1)
+        parallel_for(static_cast<int64_t>(B), 1, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) run_row(static_cast<size_t>(r));
+        });
+      else
+        run_row(0);
     }
     for (const auto& ref : node.in)
       if (ref.kind == Ref::Node && last_use[ref.node] == (int)i && !pinned[ref.node]) release(ref.node);

@@ -51,15 +51,32 @@ void ScaleF32(float a, float* y, int64_t n) {
   for (; i < n; ++i) y[i] *= a;
 }
 
-// Four keys at a time, each summed exactly as DotF32 sums it (the same
-// bits): the four chains and their reductions overlap instead of waiting on
-// one another.
+#if HWY_TARGET != HWY_SCALAR
+// The four 128-bit-block sums of a vector's lanes, added block to block:
+// lane m of the result is the sum of lane m of every block.
+template <class D, class V>
+HWY_INLINE hn::Vec<hn::Full128<float>> SumBlocks(D d, V v) {
+  if constexpr (hn::MaxLanes(d) <= 4) {
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return SumBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+
+// Four keys at a time: four chains of multiply-adds, then one tree that
+// reduces all four at once (two interleaves per level within each 128-bit
+// block, then the blocks added), instead of a full horizontal sum per key.
+// A key's score depends only on its own row: the tail of fewer than four
+// keys runs the same code with the last key repeated.
 void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
   const hn::ScalableTag<float> df;
   const int64_t N = hn::Lanes(df);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float* r[4] = {k + i * stride, k + (i + 1) * stride, k + (i + 2) * stride, k + (i + 3) * stride};
+  const hn::Repartition<uint64_t, decltype(df)> d64;
+  const hn::Full128<float> d4;
+  for (int64_t i = 0; i < n; i += 4) {
+    const float* r[4];
+    for (int m = 0; m < 4; ++m) r[m] = k + std::min(i + m, n - 1) * stride;
     auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
     auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
     int64_t j = 0;
@@ -77,15 +94,25 @@ void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t 
       a2 = hn::MulAdd(q0, hn::LoadU(df, r[2] + j), a2);
       a3 = hn::MulAdd(q0, hn::LoadU(df, r[3] + j), a3);
     }
-    float s[4] = {hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, b0))), hn::GetLane(hn::SumOfLanes(df, hn::Add(a1, b1))),
-                  hn::GetLane(hn::SumOfLanes(df, hn::Add(a2, b2))), hn::GetLane(hn::SumOfLanes(df, hn::Add(a3, b3)))};
-    for (int m = 0; m < 4; ++m) {
+    a0 = hn::Add(a0, b0), a1 = hn::Add(a1, b1), a2 = hn::Add(a2, b2), a3 = hn::Add(a3, b3);
+    // Per block: [a0 a1 a0 a1] pair sums, then [a0 a1 a2 a3] block sums.
+    const auto v01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+    const auto v23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+    const auto w = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, hn::BitCast(d64, v01), hn::BitCast(d64, v23))),
+                           hn::BitCast(df, hn::InterleaveUpper(d64, hn::BitCast(d64, v01), hn::BitCast(d64, v23))));
+    HWY_ALIGN float s[4];
+    hn::Store(SumBlocks(df, w), d4, s);
+    for (int m = 0; m < 4 && i + m < n; ++m) {
       for (int64_t t = j; t < d; ++t) s[m] += q[t] * r[m][t];
       out[i + m] = s[m];
     }
   }
-  for (; i < n; ++i) out[i] = DotF32(q, k + i * stride, d);
 }
+#else   // one lane: nothing to reduce
+void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = DotF32(q, k + i * stride, d);
+}
+#endif
 
 // The accumulator stays in registers over all n rows, four vectors at a
 // time; each element still gets acc = fma(w, v, acc) in row order, so the
