@@ -1,7 +1,8 @@
 // core/thread_pool.h and core/threads.h: every chunk once, nesting and
 // concurrent callers without deadlock, errors carried to the caller, helpers
-// that sleep instead of spinning, and the volunteer's controls (--threads
-// values, background mode, the machine-load reading behind it).
+// that sleep instead of spinning (and at once when told to rest), and the
+// volunteer's controls (--threads values, background mode, the machine-load
+// reading behind it).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -9,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -104,6 +107,27 @@ TEST(ThreadPool, IdleHelpersSleepInsteadOfSpinning) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   const double used = process_cpu_seconds() - before;
   EXPECT_LT(used, 0.05) << "3 idle helpers used " << used << " s of CPU in 0.4 s";
+}
+
+TEST(ThreadPool, RestEndsThePollingAtOnce) {
+  // Helpers that would poll for a whole second after a job sleep as soon as
+  // rest() is called, and the next job still reaches them.
+  ThreadPool pool(3, 1000000);
+  pool.run(64, 3, [](int64_t) {});
+  pool.rest();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double used = process_cpu_seconds() - before;
+  EXPECT_LT(used, 0.05) << "2 resting helpers used " << used << " s of CPU in 0.3 s";
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  pool.run(64, 3, [&](int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::lock_guard<std::mutex> lock(mu);
+    ran_on.insert(std::this_thread::get_id());
+  });
+  EXPECT_GT(ran_on.size(), 1u) << "the job after a rest ran on the caller alone";
 }
 
 TEST(Threads, ParallelForCoversTheRange) {

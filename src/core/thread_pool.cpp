@@ -109,6 +109,8 @@ ThreadPool::~ThreadPool() {
   for (auto& t : helpers_) t.join();
 }
 
+void ThreadPool::rest() { resting_.store(true, std::memory_order_relaxed); }
+
 void ThreadPool::set_background(bool on) {
   for (int tid : helper_tids_) set_thread_background(tid, on);
 }
@@ -117,7 +119,10 @@ void ThreadPool::helper_main(int index) {
   t_in_job = true;  // a parallel_for inside a chunk runs inline
   uint32_t seen = epoch_.load();
   for (;;) {
-    if (!spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen; }, spin_us_)) {
+    // A rest() ends the polling at once.
+    const bool job = spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen || resting_.load(std::memory_order_relaxed); }, spin_us_) &&
+                     epoch_.load(std::memory_order_acquire) != seen;
+    if (!job) {
       // Announce the sleep before re-checking, so a job published in between
       // either is seen here or sees this sleeper and wakes it.
       sleepers_.fetch_add(1);
@@ -173,6 +178,7 @@ void ThreadPool::run(int64_t chunks, int width, const std::function<void(int64_t
     width_.store(width, std::memory_order_relaxed);
     pending_.store(static_cast<uint32_t>(count), std::memory_order_relaxed);
     const uint32_t epoch = epoch_.load() + 1;
+    resting_.store(false, std::memory_order_relaxed);
     ticket_.store(pack(epoch, 0, static_cast<uint64_t>(count)), std::memory_order_release);
     epoch_.store(epoch);
     if (sleepers_.load() > 0) wake_all(epoch_);

@@ -40,6 +40,12 @@ class ThreadPool {
   // fn(c) for c in [0, chunks) on min(width, size()) threads.
   void run(int64_t chunks, int width, const std::function<void(int64_t)>& fn);
 
+  // Helpers polling for a next job go to sleep now instead of at the end
+  // of spin_us: the caller knows none follows soon (a worker that has
+  // answered and waits for the network), and their polling would hold the
+  // cores the I/O threads need to pass the answer on. A new job wakes them.
+  void rest();
+
   // Lowest priority (nice 19) for the helpers, or back to normal (which an
   // unprivileged process may not be allowed). The caller's own thread is the
   // caller's: set_thread_background with its id.
@@ -72,6 +78,7 @@ class ThreadPool {
   std::atomic<uint32_t> pending_{0};   // chunks not finished; the caller waits on this
   std::atomic<int> sleepers_{0};       // helpers asleep on epoch_
   std::atomic<bool> caller_asleep_{false};
+  std::atomic<bool> resting_{false};    // rest(): stop polling; cleared by the next job
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
   std::mutex error_mutex_;

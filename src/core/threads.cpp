@@ -84,6 +84,7 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return pool().size(); }
+void rest_threads() { pool().rest(); }
 int active_threads() {
   pool();
   return g_active.load(std::memory_order_relaxed);

@@ -39,6 +39,11 @@ bool background();
 // Does nothing otherwise. Cheap: call it before each step.
 void adapt_to_machine_load();
 
+// The pool's helpers stop polling for work and sleep until the next
+// parallel_for (ThreadPool::rest): call when no parallel work follows soon,
+// e.g. a worker that has answered a step and now waits for the network.
+void rest_threads();
+
 // Bits a thread carries into the chunks of its parallel_for, whichever
 // threads run them: settings scoped to one run, such as ops/gemm.h's
 // permission to use int8 activations. Opaque here.

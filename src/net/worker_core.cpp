@@ -455,6 +455,7 @@ struct WorkerCore::Impl {
   }
 
   void send_result(const json& req, Clock::time_point t0, RunResult r) {
+    rest_threads();  // the answer goes out now; polling helpers would hold the cores the I/O threads need
     Message out(json{{"type", "result"},
                      {"req", req},
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
