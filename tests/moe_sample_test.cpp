@@ -557,9 +557,11 @@ int64_t sample_by_full_sort(const float* l, int64_t V, uint64_t row, double T, i
   return idx[n - 1];
 }
 
-// Flat distributions walk deep into a large vocabulary, past many of the
-// chunks sample sorts lazily: every draw is the full sort's.
-TEST(SampleTest, LazySortingDrawsWhatAFullSortDraws) {
+// Flat distributions put the topP cut and the draw deep into a large
+// vocabulary, where sample selects by mass without sorting: every draw is
+// the full sort's (a target within rounding of a boundary could differ; none
+// of these is).
+TEST(SampleTest, SelectionByMassDrawsWhatAFullSortDraws) {
   std::mt19937 rng(41);
   const int64_t R = 40, V = 5000;
   std::vector<float> l = random_vec(rng, R * V, -3, 3);

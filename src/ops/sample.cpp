@@ -123,6 +123,57 @@ struct Scratch {
   std::vector<Candidate> candidates;
 };
 
+// The candidate at which the mass of w[0, n), taken in probability order,
+// first reaches `target` (exceeds it when `strict`): returns its position p
+// in that order, with w[0, p) the candidates before it (in no order), and
+// sets *mass to the mass of w[0, p]. Quickselect by mass: partitions around
+// a pivot and keeps only the side where the target falls, so a flat
+// distribution (a sampled row of a 32000-token vocabulary walks most of it)
+// costs a few passes instead of a sort (~2 ms a row). Deterministic: its own
+// pivots and partition, the same on every standard library; the masses are
+// summed in partition order, so a target within rounding of a boundary may
+// fall on the other side than a sequential walk's.
+int64_t select_by_mass(Candidate* w, int64_t n, double target, bool strict, double* mass) {
+  auto reaches = [&](double m) { return strict ? m > target : m >= target; };
+  int64_t lo = 0, hi = n;
+  double before = 0;  // the mass of w[0, lo), which does not reach the target
+  // A pivot sequence built to defeat the median of three ends in a sort.
+  for (int rounds = 0; hi - lo > 32 && rounds < 64; ++rounds) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (w[mid] < w[lo]) std::swap(w[mid], w[lo]);
+    if (w[hi - 1] < w[lo]) std::swap(w[hi - 1], w[lo]);
+    if (w[mid] < w[hi - 1]) std::swap(w[mid], w[hi - 1]);  // the median of the three at hi - 1
+    const Candidate pivot = w[hi - 1];
+    int64_t store = lo;
+    double left = 0;
+    for (int64_t i = lo; i + 1 < hi; ++i)
+      if (w[i] < pivot) {
+        left += w[i].weight;
+        std::swap(w[i], w[store++]);
+      }
+    std::swap(w[store], w[hi - 1]);
+    if (reaches(before + left)) {
+      hi = store;
+    } else if (reaches(before + left + pivot.weight)) {
+      *mass = before + left + pivot.weight;
+      return store;
+    } else {
+      before += left + pivot.weight;
+      lo = store + 1;
+    }
+  }
+  std::sort(w + lo, w + hi);
+  for (int64_t j = lo; j < hi; ++j) {
+    before += w[j].weight;
+    if (reaches(before)) {
+      *mass = before;
+      return j;
+    }
+  }
+  *mass = before;  // rounding kept the whole mass short of the target: the last
+  return std::max<int64_t>(hi, 1) - 1;
+}
+
 int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const SampleConfig& c,
                    const std::vector<int64_t>& penalized, Scratch& s) {
   float* l = s.logits.data();
@@ -161,42 +212,13 @@ int64_t sample_row(const float* row_logits, int64_t V, uint64_t row, const Sampl
     w[j] = {v == mx ? 1.0 : std::exp(((double)v - mx) / c.temperature), idx[j]};
     total += w[j].weight;
   }
-  // The candidates in probability order, as the walks below reach them: the
-  // first 64 alone (a trained model's distribution is peaked, and sorting a
-  // 32000-token vocabulary took about 2 ms a row), then all the rest. The
-  // order is the full sort's.
-  int64_t sorted = 0;
-  auto sorted_to = [&](int64_t j) {  // w[0, j] in final order
-    if (j < sorted) return;
-    const int64_t end = sorted == 0 ? std::min<int64_t>(n, 64) : n;
-    if (end < n) std::nth_element(w + sorted, w + end, w + n);
-    std::sort(w + sorted, w + end);
-    sorted = end;
-  };
-
-  // topP: the shortest prefix (in probability order) whose mass reaches topP of the total.
+  // topP: the shortest prefix (in probability order) whose mass reaches
+  // topP of the total; then the draw: the first kept token at which the
+  // running mass exceeds u * kept.
   double kept = total;
-  if (c.top_p < 1) {
-    const double target = c.top_p * total;
-    kept = 0;
-    int64_t j = 0;
-    while (j < n) {
-      sorted_to(j);
-      kept += w[j++].weight;
-      if (kept >= target) break;
-    }
-    n = j;
-  }
-
-  // Walk the kept tokens until the running mass exceeds u * kept.
-  const double target = uniform01(c.seed, c.step, row) * kept;
-  double cum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    sorted_to(j);
-    cum += w[j].weight;
-    if (cum > target) return w[j].id;
-  }
-  return w[n - 1].id;  // unreachable unless rounding: u < 1
+  if (c.top_p < 1) n = select_by_mass(w, n, c.top_p * total, false, &kept) + 1;
+  double unused;
+  return w[select_by_mass(w, n, uniform01(c.seed, c.step, row) * kept, true, &unused)].id;
 }
 
 void run_sample(const OpInputs& in, const Params& p, Tensor& out) {
