@@ -145,8 +145,8 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
       average(st.decode_ms, ms);
       average(st.gap_ms, std::chrono::duration<double, std::milli>(t0 - st.idle_since).count());
       average(st.worker_ms, reply.header.value("ms", 0.0));
-    } else if (first.tokens > 0) {
-      average(st.prefill_ms_per_token, ms / static_cast<double>(first.tokens));
+    } else if (first.tokens > 0 && first.tokens == st.chunk && st.members > 0) {
+      st.chunk = next_chunk(st.chunk, ms, st.decode_ms, options_.max_chunk);  // a chunk this stage sized
     }
   }
   if (first.batchable) {
@@ -202,15 +202,20 @@ Message StepScheduler::run(const std::string& stage, StepCall& step, double time
   return std::move(me.reply);
 }
 
+int64_t StepScheduler::next_chunk(int64_t chunk, double chunk_ms, double decode_ms, int64_t max_chunk) {
+  constexpr int64_t kSmallest = 8;
+  if (decode_ms <= 0) return std::max(kSmallest, std::min(chunk, max_chunk));
+  if (chunk_ms < 0.75 * decode_ms && chunk * 2 <= max_chunk) return chunk * 2;
+  if (chunk_ms > 1.25 * decode_ms && chunk / 2 >= kSmallest) return chunk / 2;
+  return chunk;
+}
+
 int64_t StepScheduler::prefill_chunk(const std::string& stage) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Stage& st = stages_[stage];
-  if (st.members == 0 || st.decode_ms <= 0 || st.prefill_ms_per_token <= 0) return options_.max_chunk;
-  // About one decode batch's time, in powers of two (few distinct graphs).
-  const double fit = st.decode_ms / st.prefill_ms_per_token;
-  int64_t chunk = 8;
-  while (chunk * 2 <= fit && chunk * 2 <= options_.max_chunk) chunk *= 2;
-  return chunk;
+  Stage& st = stages_[stage];
+  if (st.members == 0 || st.decode_ms <= 0) return options_.max_chunk;
+  if (st.chunk == 0) st.chunk = std::min<int64_t>(8, options_.max_chunk);
+  return st.chunk;
 }
 
 int StepScheduler::load(const std::string& worker_id) const {

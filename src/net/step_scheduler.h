@@ -78,9 +78,17 @@ class StepScheduler {
   };
   Member join(const std::string& stage) { return Member(this, stage); }
 
-  // Prompt tokens for the next prefill call on the stage: what fits in about
-  // one decode batch's time while sequences decode there, else max_chunk.
+  // Prompt tokens for the next prefill call on the stage: while sequences
+  // decode there, a chunk sized to take about one decode batch's time
+  // (next_chunk, from the last chunk's time); else max_chunk.
   int64_t prefill_chunk(const std::string& stage);
+
+  // The chunk after one of `chunk` tokens that took `chunk_ms` while a
+  // decode batch takes `decode_ms`: a chunk cost is mostly reading the
+  // weights once, like a batch, so it is not proportional to its tokens.
+  // Doubles when the chunk took under 3/4 of a batch's time, halves when it
+  // took over 5/4; powers of two from 8 to max_chunk.
+  static int64_t next_chunk(int64_t chunk, double chunk_ms, double decode_ms, int64_t max_chunk);
 
   // Sequences decoding and steps waiting on the worker's stages.
   int load(const std::string& worker_id) const;
@@ -109,7 +117,7 @@ class StepScheduler {
     double decode_ms = 0;            // moving average of a batched call's round trip
     double gap_ms = 0;               // moving average of the idle time before a batched call
     double worker_ms = 0;            // moving average of the worker's own time for a batched call
-    double prefill_ms_per_token = 0;  // moving average over prefill calls
+    int64_t chunk = 0;  // prompt tokens in the next prefill call while sequences decode (0: not sized yet)
   };
 
   // Under mu_: the next call to send on `st`, or empty when none is ready;
