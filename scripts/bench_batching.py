@@ -114,8 +114,12 @@ def latency_phase(url, streams, long_tokens, words):
     lt.start()
     time.sleep(1.0)
     busy_ttft = []
+    chunks = []
     while lt.is_alive() and len(busy_ttft) < 5:
         busy_ttft.append(ttft({"prompt": f"Question {len(busy_ttft)}:", "maxTokens": 1}))
+    while lt.is_alive():  # the prompt's chunk sizes while it is read
+        chunks.append(scheduler_stage(url).get("prefillChunk", 0))
+        time.sleep(1.0)
     lt.join()
     t_d = time.monotonic()
     busy_gaps = [d for g in gaps for (t, d) in g if t_c <= t <= t_d]
@@ -124,7 +128,8 @@ def latency_phase(url, streams, long_tokens, words):
             "quietTtftMsP50": 1000 * pct(quiet_ttft, 0.5), "quietTtftMsP99": 1000 * pct(quiet_ttft, 0.99),
             "longPromptStepMsP50": 1000 * pct(busy_gaps, 0.5), "longPromptStepMsP99": 1000 * pct(busy_gaps, 0.99),
             "longPromptTtftMsP50": 1000 * pct(busy_ttft, 0.5), "longPromptTtftMsP99": 1000 * pct(busy_ttft, 0.99),
-            "longPromptFirstTokenS": done.get("t", float("nan")), "longPromptWords": long_tokens}
+            "longPromptFirstTokenS": done.get("t", float("nan")), "longPromptWords": long_tokens,
+            "prefillChunks": sorted(set(chunks))}
 
 
 def main():

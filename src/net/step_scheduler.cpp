@@ -242,6 +242,7 @@ json StepScheduler::stats() const {
                    {"rows", st.rows},
                    {"decodeMs", st.decode_ms},
                    {"gapMs", st.gap_ms},
+                   {"prefillChunk", st.chunk},
                    {"workerMs", st.worker_ms}});
   }
   return out;
