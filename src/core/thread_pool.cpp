@@ -119,9 +119,10 @@ void ThreadPool::helper_main(int index) {
   t_in_job = true;  // a parallel_for inside a chunk runs inline
   uint32_t seen = epoch_.load();
   for (;;) {
-    // A rest() ends the polling at once.
-    const bool job = spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen || resting_.load(std::memory_order_relaxed); }, spin_us_) &&
-                     epoch_.load(std::memory_order_acquire) != seen;
+    // Poll for the next job; a rest() ends the polling at once.
+    auto next_job = [&] { return epoch_.load(std::memory_order_acquire) != seen; };
+    const bool job =
+        spin_until([&] { return next_job() || resting_.load(std::memory_order_relaxed); }, spin_us_) && next_job();
     if (!job) {
       // Announce the sleep before re-checking, so a job published in between
       // either is seen here or sees this sleeper and wakes it.

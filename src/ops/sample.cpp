@@ -88,7 +88,7 @@ Shape infer_sample(const std::vector<TensorDesc>& in, const Params& p) {
 }
 
 // Larger first, NaN last, ties to the lower index: the order argmax, topK and
-// the probability sort all share.
+// the draw (Candidate below) all share.
 template <typename T>
 struct RanksBefore {
   const T* v;
@@ -170,7 +170,8 @@ int64_t select_by_mass(Candidate* w, int64_t n, double target, bool strict, doub
       return j;
     }
   }
-  *mass = before;  // rounding kept the whole mass short of the target: the last
+  // Rounding kept the whole mass short of the target: the last candidate.
+  *mass = before;
   return std::max<int64_t>(hi, 1) - 1;
 }
 

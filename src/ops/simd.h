@@ -15,7 +15,9 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y *= a
 void scale_f32(float a, float* y, int64_t n);
 // out[i] = dot(q, k + i * stride, d) for i < n: one dispatch for a tile of
-// attention keys instead of one per key.
+// attention keys instead of one per key. Summed in another order than
+// dot_f32, but each out[i] depends on its own row only (the same bits
+// whichever keys come with it).
 void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out);
 // acc[0, d) += sum over i < n of w[i] * v[i * stride, + d): a tile of
 // attention values weighted by their probabilities (w[i] == 0 skipped).
