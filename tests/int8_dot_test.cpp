@@ -305,13 +305,19 @@ TEST_F(ForEachTarget, AttentionAndActivationHelpersOnEveryTarget) {
           EXPECT_TRUE(same_bits(got[i + 1], shifted[0])) << name << " d=" << d << " key " << i + 1;
         }
       }
-      auto w = random_values(n, rng, 1.0f);
-      w[3] = 0.0f;
-      std::vector<float> acc = random_values(d, rng, 1.0f), want = acc;
-      simd::weighted_rows(w.data(), k.data(), stride, n, d, acc.data());
-      for (int64_t i = 0; i < n; ++i)
-        if (w[i] != 0.0f) simd::axpy_f32(w[i], k.data() + i * stride, want.data(), d);
-      for (int64_t j = 0; j < d; ++j) EXPECT_TRUE(same_bits(acc[j], want[j])) << name << " d=" << d << " j=" << j;
+      // Three heads over the same rows (a pair and one alone), zero weights
+      // skipped, each head exactly its own row-by-row sum.
+      const int64_t heads = 3;
+      auto w = random_values(heads * n, rng, 1.0f);
+      w[3] = 0.0f, w[n + 5] = 0.0f, w[2 * n + 1] = 0.0f;
+      w[7] = w[n + 7] = 0.0f;  // a row neither head of the pair weighs
+      std::vector<float> acc = random_values(heads * d, rng, 1.0f), want = acc;
+      simd::weighted_rows(w.data(), n, heads, k.data(), stride, n, d, acc.data(), d);
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < n; ++i)
+          if (w[h * n + i] != 0.0f) simd::axpy_f32(w[h * n + i], k.data() + i * stride, want.data() + h * d, d);
+      for (int64_t j = 0; j < heads * d; ++j)
+        EXPECT_TRUE(same_bits(acc[j], want[j])) << name << " d=" << d << " at " << j;
     }
     std::vector<float> x = random_values(37, rng, 8.0f);
     for (const float v : {0.0f, -0.0f, 1e-30f, 30.0f, -30.0f, 100.0f, -100.0f, 1e30f, -1e30f, inf, -inf}) x.push_back(v);

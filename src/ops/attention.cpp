@@ -236,8 +236,7 @@ void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
           else
             r.sum += simd::exp_shifted(sc, n, r.max);
         }
-        for (int64_t b = 0; b < hb; ++b)
-          simd::weighted_rows(&score[b * kKeyTile], vh + s0 * KV * Dv, KV * Dv, n, Dv, st[b].acc);
+        simd::weighted_rows(score.data(), kKeyTile, hb, vh + s0 * KV * Dv, KV * Dv, n, Dv, acc_buf.data(), Dv);
       }
       for (int64_t b = 0; b < hb; ++b) {
         const RowState& r = st[b];

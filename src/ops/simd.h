@@ -19,9 +19,14 @@ void scale_f32(float a, float* y, int64_t n);
 // dot_f32, but each out[i] depends on its own row only (the same bits
 // whichever keys come with it).
 void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out);
-// acc[0, d) += sum over i < n of w[i] * v[i * stride, + d): a tile of
-// attention values weighted by their probabilities (w[i] == 0 skipped).
-void weighted_rows(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc);
+// For each head h < heads: acc_h[0, d) += sum over i < n of w_h[i] *
+// v[i * stride, + d), with w_h = w + h * w_stride and acc_h = acc + h *
+// acc_stride: a tile of attention values weighted by each head's
+// probabilities (w_h[i] == 0 skipped). Each element of acc_h gets
+// fma(w_h[i], v, acc) in row order, whatever `heads` is; heads that share
+// the rows (grouped-query attention) load each row once per pair.
+void weighted_rows(const float* w, int64_t w_stride, int64_t heads, const float* v, int64_t stride, int64_t n,
+                   int64_t d, float* acc, int64_t acc_stride);
 // x[i] = exp(x[i] - shift) for i < n, vectorized (within 2 ulp of std::exp;
 // -inf gives 0), and returns their sum: a tile of attention scores to
 // softmax weights.
