@@ -6,9 +6,16 @@
 // batched decode steps of all rows (int8 activations, as generation steps
 // run) and one-row steps of the first, and prints ms per step for both and
 // the profile of the batched steps (graph/profile.h).
+//
+//   build/batch_bench MODEL.gguf chunk PROMPT CHUNK
+//
+// The same for a prompt's later chunk (net/step_scheduler.h cuts a prompt
+// read while others decode): CHUNK tokens after PROMPT, four chunks, the
+// last three profiled.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "graph/batch.h"
 #include "graph/profile.h"
@@ -24,16 +31,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s MODEL [rows=8] [steps=8] [prompt=16]\n", argv[0]);
     return 2;
   }
-  const int64_t B = argc > 2 ? std::atoi(argv[2]) : 8, steps = argc > 3 ? std::atoi(argv[3]) : 8,
-                P = argc > 4 ? std::atoi(argv[4]) : 16;
+  const bool chunk_mode = argc > 2 && std::string(argv[2]) == "chunk";
+  if (chunk_mode && argc < 5) {
+    std::fprintf(stderr, "usage: %s MODEL chunk PROMPT CHUNK\n", argv[0]);
+    return 2;
+  }
+  const int64_t B = chunk_mode ? 1 : argc > 2 ? std::atoi(argv[2]) : 8,
+                steps = chunk_mode ? 4 : argc > 3 ? std::atoi(argv[3]) : 8,
+                P = argc > 4 && !chunk_mode ? std::atoi(argv[4]) : chunk_mode ? std::atoi(argv[3]) : 16,
+                C = chunk_mode ? std::atoi(argv[4]) : 1;
   ir::LocalModel::Options mo;
-  mo.ctx = argc > 5 ? std::atoi(argv[5]) : P + steps + 8;
+  mo.ctx = chunk_mode ? P + steps * C + 8 : argc > 5 ? std::atoi(argv[5]) : P + steps + 8;
   auto model = ir::LocalModel::open(argv[1], mo);
   Limits limits;
   const json sample = {{"temperature", 0}, {"seed", 0}, {"topK", 0}, {"topP", 1}};
+  // mode "continue": a prompt's later chunk, writing on into the caches.
   auto graph = [&](const std::string& mode, int64_t T) {
     ir::LowerOptions o;
-    o.mode = mode;
+    o.mode = mode == "continue" ? "prefill" : mode;
+    o.allocate = mode != "continue";
     o.tokens = T;
     o.ctx = mo.ctx;
     o.logits = false;
@@ -49,6 +65,22 @@ int main(int argc, char** argv) {
     return t;
   };
   Int8Scope int8;
+  if (chunk_mode) {
+    Session s;
+    run_graph(graph("prefill", P), {{"tokens", ids(P, 0)}}, json{{"pos", 0}, {"step", 0}}, weights, &s, limits);
+    const Graph g = graph("continue", C);
+    double ms = 0;
+    for (int64_t k = 0; k < steps; ++k) {
+      set_profiling(k > 0);  // the first chunk warms the pools
+      const auto t0 = std::chrono::steady_clock::now();
+      run_graph(g, {{"tokens", ids(C, k)}}, json{{"pos", P + k * C}, {"step", 0}}, weights, &s, limits);
+      if (k > 0) ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    set_profiling(false);
+    std::printf("a chunk of %lld tokens after %lld: %.1f ms\n", (long long)C, (long long)P, ms / (steps - 1));
+    std::printf("%s", profile_report().c_str());
+    return 0;
+  }
   std::vector<Session> sessions(B);
   const Graph pre = graph("prefill", P), dec = graph("decode", 1);
   for (int64_t r = 0; r < B; ++r)
