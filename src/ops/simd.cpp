@@ -114,81 +114,64 @@ void DotRows(const float* q, const float* k, int64_t stride, int64_t n, int64_t 
 }
 #endif
 
-// One head: the accumulator stays in registers over all n rows, four
-// vectors at a time; each element still gets acc = fma(w, v, acc) in row
-// order, so the bits are AxpyF32's row after row.
-void WeightedRowsOne(const float* w, const float* v, int64_t stride, int64_t n, int64_t d, float* acc) {
+// H heads (1 or 2) over the same rows: each head's accumulator stays in
+// registers over all n rows, four vectors at a time, and each element still
+// gets acc = fma(w, v, acc) in row order, so the bits are AxpyF32's row
+// after row. Two heads load each row once, and their chains overlap (one
+// alone waits on its multiply-adds' latency).
+template <int H>
+HWY_INLINE void WeightedRowsHeads(const float* const* w, const float* v, int64_t stride, int64_t n, int64_t d,
+                                  float* const* acc) {
   const hn::ScalableTag<float> df;
   const int64_t N = hn::Lanes(df);
   int64_t j = 0;
   for (; j + 4 * N <= d; j += 4 * N) {
-    auto a0 = hn::LoadU(df, acc + j), a1 = hn::LoadU(df, acc + j + N);
-    auto a2 = hn::LoadU(df, acc + j + 2 * N), a3 = hn::LoadU(df, acc + j + 3 * N);
+    hn::Vec<decltype(df)> a[H][4];
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) a[h][c] = hn::LoadU(df, acc[h] + j + c * N);
     for (int64_t i = 0; i < n; ++i) {
-      if (w[i] == 0.0f) continue;
-      const auto wi = hn::Set(df, w[i]);
+      bool any = false;
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) any |= w[h][i] != 0.0f;
+      if (!any) continue;
       const float* r = v + i * stride + j;
-      a0 = hn::MulAdd(wi, hn::LoadU(df, r), a0);
-      a1 = hn::MulAdd(wi, hn::LoadU(df, r + N), a1);
-      a2 = hn::MulAdd(wi, hn::LoadU(df, r + 2 * N), a2);
-      a3 = hn::MulAdd(wi, hn::LoadU(df, r + 3 * N), a3);
+      hn::Vec<decltype(df)> row[4];
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) row[c] = hn::LoadU(df, r + c * N);
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        if (w[h][i] == 0.0f) continue;
+        const auto wi = hn::Set(df, w[h][i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) a[h][c] = hn::MulAdd(wi, row[c], a[h][c]);
+      }
     }
-    hn::StoreU(a0, df, acc + j), hn::StoreU(a1, df, acc + j + N);
-    hn::StoreU(a2, df, acc + j + 2 * N), hn::StoreU(a3, df, acc + j + 3 * N);
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) hn::StoreU(a[h][c], df, acc[h] + j + c * N);
   }
   if (j < d)
     for (int64_t i = 0; i < n; ++i)
-      if (w[i] != 0.0f) AxpyF32(w[i], v + i * stride + j, acc + j, d - j);
-}
-
-// Two heads over the same rows: each row is loaded once for both, and the
-// two heads' chains overlap (one alone waits on its multiply-adds'
-// latency). Each head's arithmetic is WeightedRowsOne's, so the same bits.
-void WeightedRowsPair(const float* w0, const float* w1, const float* v, int64_t stride, int64_t n, int64_t d,
-                      float* acc0, float* acc1) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = hn::Lanes(df);
-  int64_t j = 0;
-  for (; j + 4 * N <= d; j += 4 * N) {
-    auto a0 = hn::LoadU(df, acc0 + j), a1 = hn::LoadU(df, acc0 + j + N);
-    auto a2 = hn::LoadU(df, acc0 + j + 2 * N), a3 = hn::LoadU(df, acc0 + j + 3 * N);
-    auto b0 = hn::LoadU(df, acc1 + j), b1 = hn::LoadU(df, acc1 + j + N);
-    auto b2 = hn::LoadU(df, acc1 + j + 2 * N), b3 = hn::LoadU(df, acc1 + j + 3 * N);
-    for (int64_t i = 0; i < n; ++i) {
-      if (w0[i] == 0.0f && w1[i] == 0.0f) continue;
-      const float* r = v + i * stride + j;
-      const auto r0 = hn::LoadU(df, r), r1 = hn::LoadU(df, r + N);
-      const auto r2 = hn::LoadU(df, r + 2 * N), r3 = hn::LoadU(df, r + 3 * N);
-      if (w0[i] != 0.0f) {
-        const auto wi = hn::Set(df, w0[i]);
-        a0 = hn::MulAdd(wi, r0, a0), a1 = hn::MulAdd(wi, r1, a1);
-        a2 = hn::MulAdd(wi, r2, a2), a3 = hn::MulAdd(wi, r3, a3);
-      }
-      if (w1[i] != 0.0f) {
-        const auto wi = hn::Set(df, w1[i]);
-        b0 = hn::MulAdd(wi, r0, b0), b1 = hn::MulAdd(wi, r1, b1);
-        b2 = hn::MulAdd(wi, r2, b2), b3 = hn::MulAdd(wi, r3, b3);
-      }
-    }
-    hn::StoreU(a0, df, acc0 + j), hn::StoreU(a1, df, acc0 + j + N);
-    hn::StoreU(a2, df, acc0 + j + 2 * N), hn::StoreU(a3, df, acc0 + j + 3 * N);
-    hn::StoreU(b0, df, acc1 + j), hn::StoreU(b1, df, acc1 + j + N);
-    hn::StoreU(b2, df, acc1 + j + 2 * N), hn::StoreU(b3, df, acc1 + j + 3 * N);
-  }
-  if (j < d)
-    for (int64_t i = 0; i < n; ++i) {
-      if (w0[i] != 0.0f) AxpyF32(w0[i], v + i * stride + j, acc0 + j, d - j);
-      if (w1[i] != 0.0f) AxpyF32(w1[i], v + i * stride + j, acc1 + j, d - j);
-    }
+      for (int h = 0; h < H; ++h)
+        if (w[h][i] != 0.0f) AxpyF32(w[h][i], v + i * stride + j, acc[h] + j, d - j);
 }
 
 void WeightedRows(const float* w, int64_t w_stride, int64_t heads, const float* v, int64_t stride, int64_t n,
                   int64_t d, float* acc, int64_t acc_stride) {
   int64_t h = 0;
-  for (; h + 2 <= heads; h += 2)
-    WeightedRowsPair(w + h * w_stride, w + (h + 1) * w_stride, v, stride, n, d, acc + h * acc_stride,
-                     acc + (h + 1) * acc_stride);
-  if (h < heads) WeightedRowsOne(w + h * w_stride, v, stride, n, d, acc + h * acc_stride);
+  for (; h + 2 <= heads; h += 2) {
+    const float* wp[2] = {w + h * w_stride, w + (h + 1) * w_stride};
+    float* ap[2] = {acc + h * acc_stride, acc + (h + 1) * acc_stride};
+    WeightedRowsHeads<2>(wp, v, stride, n, d, ap);
+  }
+  if (h < heads) {
+    const float* wp[1] = {w + h * w_stride};
+    float* ap[1] = {acc + h * acc_stride};
+    WeightedRowsHeads<1>(wp, v, stride, n, d, ap);
+  }
 }
 
 // x[i] = exp(x[i] - shift); -inf gives 0. Returns their sum.
