@@ -376,6 +376,23 @@ TEST(Rope, LargePosition) {
   expect_close(out, naive_rope(x, 2, 16, 16, 16, false, 40000, kInv16), 2e-5f);
 }
 
+// The op keeps its recent tables: calls that repeat, alternate and outrun
+// the kept ones (offsets, row counts, layouts, more distinct tables than it
+// keeps) each rotate by their own positions.
+TEST(Rope, RecentTablesNeverStandInForOthers) {
+  const int64_t C = 32;
+  const auto x = randn(4 * C, 16);
+  for (const int64_t offset : {5, 6, 5, 5, 7, 8, 9, 10, 11, 12, 13, 14, 5, 6}) {
+    for (const int64_t T : {1, 4}) {
+      const std::vector<float> xt(x.begin(), x.begin() + T * C);
+      expect_close(run_op("rope", {make({T, C}, xt)}, {{"headDim", 16}, {"offset", offset}}),
+                   naive_rope(xt, T, C, 16, 16, false, offset, kInv16), 2e-5f);
+      expect_close(run_op("rope", {make({T, C}, xt)}, {{"headDim", 16}, {"offset", offset}, {"interleaved", true}}),
+                   naive_rope(xt, T, C, 16, 16, true, offset, kInv16), 2e-5f);
+    }
+  }
+}
+
 // Rotates unit vectors at position 1, where the angle is inv_freq itself, and
 // reads back each frequency (atan2) and the cos/sin multiplier (hypot).
 void expect_freqs(json params, const std::vector<float>& want_inv, double want_att, int64_t rows = 1) {

@@ -6,6 +6,7 @@
 // in parallel: every head of a row shares its row's angles.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -289,12 +290,38 @@ Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
   return s;
 }
 
+// rope_tables, remembered: a decode step ropes q and k at the same
+// position in every layer (44 calls a step on a 22-layer model), and each
+// table costs a parse, a pow per frequency and a cos and sin per angle. The
+// last few tables of moderate size are kept per thread, keyed by the whole
+// params object (offset included) and the row count.
+const RopeTables& cached_rope_tables(const json& params, int64_t rows) {
+  struct Entry {
+    json params;
+    int64_t rows;
+    RopeTables tables;
+  };
+  constexpr size_t kEntries = 8;
+  constexpr int64_t kMaxAngles = int64_t(1) << 16;  // per table: 512 KiB of cos and sin
+  thread_local std::deque<Entry> recent;
+  for (const Entry& e : recent)
+    if (e.rows == rows && e.params == params) return e.tables;
+  RopeTables t = rope_tables(params, rows);
+  if (rows * (t.rot_dim / 2) > kMaxAngles) {
+    thread_local RopeTables large;  // used once, not kept among the recent
+    large = std::move(t);
+    return large;
+  }
+  recent.push_front({params, rows, std::move(t)});  // deque: references to the others stay valid
+  if (recent.size() > kEntries) recent.pop_back();
+  return recent.front().tables;
+}
+
 void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
   const Tensor& x = *in[0];
   const int64_t rows = x.rows(), C = x.cols();
-  const RopeTables t = rope_tables(p.all(), rows);
-  const RopeConfig c{.head_dim = t.head_dim, .rot_dim = t.rot_dim, .interleaved = t.interleaved};
-  const int64_t D = c.head_dim, R = c.rot_dim, half = R / 2, heads = C / D;
+  const RopeTables& t = cached_rope_tables(p.all(), rows);
+  const int64_t D = t.head_dim, R = t.rot_dim, half = R / 2, heads = C / D;
   const std::vector<float>& cos_t = t.cos;
   const std::vector<float>& sin_t = t.sin;
 
@@ -307,7 +334,7 @@ void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
       for (int64_t h = 0; h < heads; ++h) {
         const float* xh = xs + r * C + h * D;
         float* oh = o + r * C + h * D;
-        if (c.interleaved) {  // GPT-J: pairs (2i, 2i+1)
+        if (t.interleaved) {  // GPT-J: pairs (2i, 2i+1)
           for (int64_t i = 0; i < half; ++i) {
             const float a = xh[2 * i], b = xh[2 * i + 1];
             oh[2 * i] = a * cs[i] - b * sn[i];
