@@ -212,10 +212,9 @@ int64_t StepScheduler::next_chunk(int64_t chunk, double chunk_ms, double decode_
 
 int64_t StepScheduler::prefill_chunk(const std::string& stage) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stage& st = stages_[stage];
+  const Stage& st = stages_[stage];
   if (st.members == 0 || st.decode_ms <= 0) return options_.max_chunk;
-  if (st.chunk == 0) st.chunk = std::min<int64_t>(8, options_.max_chunk);
-  return st.chunk;
+  return std::min(st.chunk, options_.max_chunk);
 }
 
 int StepScheduler::load(const std::string& worker_id) const {

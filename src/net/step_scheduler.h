@@ -117,7 +117,7 @@ class StepScheduler {
     double decode_ms = 0;            // moving average of a batched call's round trip
     double gap_ms = 0;               // moving average of the idle time before a batched call
     double worker_ms = 0;            // moving average of the worker's own time for a batched call
-    int64_t chunk = 0;  // prompt tokens in the next prefill call while sequences decode (0: not sized yet)
+    int64_t chunk = 8;  // prompt tokens in the next prefill call while sequences decode (next_chunk)
   };
 
   // Under mu_: the next call to send on `st`, or empty when none is ready;

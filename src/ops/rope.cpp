@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -295,32 +296,29 @@ Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
 // table costs a parse, a pow per frequency and a cos and sin per angle. The
 // last few tables of moderate size are kept per thread, keyed by the whole
 // params object (offset included) and the row count.
-const RopeTables& cached_rope_tables(const json& params, int64_t rows) {
+std::shared_ptr<const RopeTables> cached_rope_tables(const json& params, int64_t rows) {
   struct Entry {
     json params;
     int64_t rows;
-    RopeTables tables;
+    std::shared_ptr<const RopeTables> tables;
   };
   constexpr size_t kEntries = 8;
   constexpr int64_t kMaxAngles = int64_t(1) << 16;  // per table: 512 KiB of cos and sin
   thread_local std::deque<Entry> recent;
   for (const Entry& e : recent)
     if (e.rows == rows && e.params == params) return e.tables;
-  RopeTables t = rope_tables(params, rows);
-  if (rows * (t.rot_dim / 2) > kMaxAngles) {
-    thread_local RopeTables large;  // used once, not kept among the recent
-    large = std::move(t);
-    return large;
-  }
-  recent.push_front({params, rows, std::move(t)});  // deque: references to the others stay valid
+  auto t = std::make_shared<const RopeTables>(rope_tables(params, rows));
+  if (rows * (t->rot_dim / 2) > kMaxAngles) return t;  // a long prefill's: used once
+  recent.push_front({params, rows, t});
   if (recent.size() > kEntries) recent.pop_back();
-  return recent.front().tables;
+  return t;
 }
 
 void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
   const Tensor& x = *in[0];
   const int64_t rows = x.rows(), C = x.cols();
-  const RopeTables& t = cached_rope_tables(p.all(), rows);
+  const std::shared_ptr<const RopeTables> tables = cached_rope_tables(p.all(), rows);
+  const RopeTables& t = *tables;
   const int64_t D = t.head_dim, R = t.rot_dim, half = R / 2, heads = C / D;
   const std::vector<float>& cos_t = t.cos;
   const std::vector<float>& sin_t = t.sin;
