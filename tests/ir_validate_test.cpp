@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "golden_util.h"
+#include "ir/op_table.h"
 #include "ir/schema_check.h"
 #include "ir/validate.h"
 #include "model/model_files.h"
@@ -178,6 +179,20 @@ TEST(IrValidate, AllOpsDocumentUsesEveryOp) {
     for (const auto& n : d[sec]["nodes"]) used.insert(n["op"].get<std::string>());
   for (const auto& op : spec::ir_schema()["$defs"]["node"]["properties"]["op"]["enum"])
     EXPECT_TRUE(used.count(op.get<std::string>())) << op;
+}
+
+// The op table (ir/op_table.h) defines exactly the schema's ops, each with
+// its widths and its lowering, so neither walk meets an op it cannot handle.
+TEST(IrOpTable, DefinesExactlyTheSchemasOps) {
+  std::set<std::string> schema, table;
+  for (const auto& op : spec::ir_schema()["$defs"]["node"]["properties"]["op"]["enum"]) schema.insert(op.get<std::string>());
+  for (const auto& def : ir::ir_op_table()) {
+    EXPECT_TRUE(table.insert(def.name).second) << def.name << " is defined twice";
+    EXPECT_TRUE(def.widths && def.lower) << def.name << " lacks its widths or its lowering";
+    EXPECT_EQ(ir::find_ir_op(def.name), &def);
+  }
+  EXPECT_EQ(table, schema);
+  EXPECT_EQ(ir::find_ir_op("no_such_op"), nullptr);
 }
 
 TEST(IrValidate, SchemaFailureStopsTheRules) {

@@ -1,9 +1,9 @@
-// The walk over a document (embed, block × n_layers, head) and the ops
-// without state. Every IR value becomes a graph node id "L<layer>.<name>.<n>"
-// (embed: "E.", head: "H."); a name defined again gets the next n.
-#include <cmath>
-
+// The walk over a document (embed, block × n_layers, head); each node is
+// lowered by its op (op_table.h). Every IR value becomes a graph node id
+// "L<layer>.<name>.<n>" (embed: "E.", head: "H."); a name defined again
+// gets the next n.
 #include "ir/lowerer.h"
+#include "ir/op_table.h"
 
 namespace bonfire::ir {
 
@@ -159,196 +159,23 @@ std::string Lowerer::state_of_layer(int64_t layer, const std::string& slot_name,
   return it != state_refs_.end() ? it->second : "s:" + name;
 }
 
-namespace {
-
-// x * c for c of width 1 (a column): the protocol broadcasts rows only, so
-// the product is taken on the transposes.
-std::string mul_column(Lowerer& L, const std::string& x, const std::string& c) {
-  const std::string xt = L.emit("transpose", {x});
-  const std::string ct = L.emit("transpose", {c});
-  return L.emit("transpose", {L.emit("mul", {xt, ct})}, json::object(), "mul_col");
+std::vector<std::string> Lowerer::slot_states(const json& slot) {
+  std::vector<std::string> refs;
+  for (const auto& t : slot["tensors"]) refs.push_back(state(slot["name"], t["name"], t["shape"].get<std::vector<int64_t>>()));
+  return refs;
 }
-
-Value binary(Lowerer& L, const std::string& op) {
-  const Value a = L.input(0), b = L.input(1);
-  if (b.width == 1 && a.width != 1 && L.tokens() > 1) {
-    if (op == "mul") return {mul_column(L, a.ref, b.ref), a.width};
-    const std::string ones = L.constant("ones", std::vector<float>(L.width_of(a, "first input"), 1.f), {1, a.width});
-    const std::string wide = L.emit("matmul", {b.ref, ones}, json::object(), "broadcast");
-    return {L.emit(op, {a.ref, wide}), a.width};
-  }
-  return {L.emit(op, {a.ref, b.ref}), a.width >= 0 ? a.width : b.width};
-}
-
-// 1/sqrt(mean(x²) + eps) per row, from one rmsnorm (its eps must be ≥ 0):
-// over the row [x | c] of width d+1 with c² = d·eps and eps 0, the mean
-// square is d/(d+1)·(mean(x²) + eps), so the last column comes out as
-// c·sqrt((d+1)/d) / sqrt(mean(x²) + eps); its weight sqrt(d/(d+1))/c leaves
-// the answer. (eps 0: c is 1e-10, whose square shifts nothing in f32.)
-Value rms_row(Lowerer& L) {
-  const Value x = L.input(0);
-  const int64_t d = L.width_of(x, "input");
-  const double eps = L.num_field("eps", 1e-6);
-  const int64_t T = L.tokens();
-  const double c = eps > 0 ? std::sqrt(d * eps) : 1e-10;
-  const std::string col = L.constant("rms_col", std::vector<float>(T, float(c)), {T, 1});
-  const std::string row = L.emit("concat", {x.ref, col}, {{"axis", -1}});
-  std::vector<float> gamma(d + 1, 1.f);
-  gamma[d] = float(std::sqrt(double(d) / (d + 1)) / c);
-  const std::string n = L.emit("rmsnorm", {row, L.constant("rms_gamma", gamma, {d + 1})}, {{"eps", 0.0}});
-  return {L.emit("slice", {n}, {{"start", d}, {"length", 1}, {"axis", -1}}, "rms_row"), 1};
-}
-
-Value split_part(Lowerer& L, const Value& x, int64_t groups, int64_t offset, int64_t size, int64_t total) {
-  if (groups == 1) return {L.emit("slice", {x.ref}, {{"start", offset}, {"length", size}, {"axis", -1}}), size};
-  const int64_t T = L.tokens();
-  const std::string rows = L.emit("reshape", {x.ref}, {{"shape", {T * groups, total}}});
-  const std::string part = L.emit("slice", {rows}, {{"start", offset}, {"length", size}, {"axis", -1}});
-  return {L.emit("reshape", {part}, {{"shape", {T, groups * size}}}), groups * size};
-}
-
-// Attention over depth (docs/IR.md §9).
-Value depth_attend(Lowerer& L) {
-  const Value list = L.input(0);
-  if (!list.is_list || list.items.empty()) L.fail("depth_attend reads a non-empty list (rule R6)");
-  const int64_t d = L.width_of(list.items[0], "list entries");
-  const std::string w = L.weight(L.field("weight").get<std::string>());
-  const std::string q = L.emit("reshape", {w}, {{"shape", {1, d}}}, "depth_query");
-  const std::string ones = L.constant("ones", std::vector<float>(d, 1.f), {d});
-  const double eps = L.num_field("eps", 1e-6);
-  std::string scores;
-  for (const Value& h : list.items) {
-    const std::string n = L.emit("rmsnorm", {h.ref, ones}, {{"eps", eps}});
-    const std::string s = L.emit("matmul", {n, q}, {{"transB", true}}, "depth_score");
-    scores = scores.empty() ? s : L.emit("concat", {scores, s}, {{"axis", -1}});
-  }
-  const std::string a = L.emit("softmax", {L.emit("scale", {scores}, {{"factor", 1 / std::sqrt(double(d))}})});
-  std::string sum;
-  for (size_t j = 0; j < list.items.size(); ++j) {
-    const std::string aj = L.emit("slice", {a}, {{"start", j}, {"length", 1}, {"axis", -1}});
-    const std::string term = mul_column(L, list.items[j].ref, aj);
-    sum = sum.empty() ? term : L.emit("add", {sum, term});
-  }
-  return {sum, d};
-}
-
-}  // namespace
 
 void Lowerer::lower_node(const json& node) {
   const std::string op = node["op"].get<std::string>();
   const std::vector<std::string> outs = out_names(node);
   if (outs.empty()) fail("has no \"out\"");
-  auto one = [&](Value v) { define(outs[0], std::move(v)); };
-  auto unary = [&](const std::string& pop) {
-    const Value x = input(0);
-    one({emit(pop, {x.ref}), x.width});
-  };
-
-  if (op == "embedding") {
-    const Value ids = input(0);
-    std::string table;
-    if (has("state_weight")) {
-      table = "s:" + field("state_weight").get<std::string>();
-    } else {
-      table = weight(field("weight").get<std::string>());
-    }
-    const Tensor* t = has("state_weight") ? nullptr : weight_tensor(field("weight").get<std::string>());
-    one({emit("embedding", {ids.ref, table}), t ? t->shape.back() : doc_["model"]["d"].get<int64_t>()});
-  } else if (op == "pos_embedding") {
-    const std::string tmpl = field("weight").get<std::string>();
-    const Tensor* t = weight_tensor(tmpl);
-    one({emit("slice", {weight(tmpl)}, {{"start", "pos"}, {"length", T_}}),
-         t ? t->shape.back() : doc_["model"]["d"].get<int64_t>()});
-  } else if (op == "linear") {
-    const Value x = input(0);
-    const std::string tmpl = has("tied_to") ? field("tied_to").get<std::string>() : field("weight").get<std::string>();
-    const Tensor* t = weight_tensor(tmpl);
-    const int64_t width = t ? t->shape[0] : -1;
-    if (has("bias"))
-      one({emit("linear", {x.ref, weight(tmpl), weight(field("bias").get<std::string>())}, {{"transB", true}}), width});
-    else
-      one({emit("matmul", {x.ref, weight(tmpl)}, {{"transB", true}}), width});
-  } else if (op == "scale") {
-    const Value x = input(0);
-    std::string y = emit("mul", {x.ref, weight(field("weight").get<std::string>())});
-    if (has("bias")) y = emit("add", {y, weight(field("bias").get<std::string>())});
-    one({y, x.width});
-  } else if (op == "split") {
-    const Value x = input(0);
-    const json& sizes = (*node_)["sizes"];
-    const int64_t groups = node.value("groups", 1);
-    int64_t total = 0;
-    for (const auto& s : sizes) total += s.get<int64_t>();
-    if (outs.size() != sizes.size()) fail("split has " + std::to_string(sizes.size()) + " sizes but " +
-                                          std::to_string(outs.size()) + " outputs (rule R5)");
-    int64_t offset = 0;
-    for (size_t j = 0; j < sizes.size(); ++j) {
-      const int64_t size = sizes[j].get<int64_t>();
-      define(outs[j], split_part(*this, x, groups, offset, size, total));
-      offset += size;
-    }
-  } else if (op == "rmsnorm") {
-    const Value x = input(0);
-    json p = {{"eps", num_field("eps", 1e-6)}};
-    if (const double off = num_field("weight_offset", 0); off != 0) p["weightOffset"] = off;
-    if (has("group")) p["groupSize"] = int_field("group", 0);
-    one({emit("rmsnorm", {x.ref, weight(field("weight").get<std::string>())}, p), x.width});
-  } else if (op == "layernorm") {
-    const Value x = input(0);
-    json p = json::object();
-    if (const double eps = num_field("eps", 1e-5); eps != 1e-5) p["eps"] = eps;
-    one({emit("layernorm",
-              {x.ref, weight(field("weight").get<std::string>()), weight(field("bias").get<std::string>())}, p),
-         x.width});
-  } else if (op == "gelu") {
-    unary(str_field("approx", "tanh") == "none" ? "gelu_exact" : "gelu");
-  } else if (op == "silu" || op == "sigmoid" || op == "relu") {
-    unary(op);
-  } else if (op == "add" || op == "mul" || op == "sub") {
-    one(binary(*this, op));
-  } else if (op == "affine") {
-    const Value x = input(0);
-    std::string y = x.ref;
-    if (const double s = num_field("scale", 1); s != 1) y = emit("scale", {y}, {{"factor", s}});
-    if (const double b = num_field("shift", 0); b != 0) y = emit("add", {y, constant("shift", {float(b)}, {1})});
-    if (y == x.ref) y = emit("scale", {y}, {{"factor", 1}});
-    one({y, x.width});
-  } else if (op == "mul_col") {
-    const Value x = input(0), c = input(1);
-    one({mul_column(*this, x.ref, c.ref), x.width});
-  } else if (op == "rms_row") {
-    one(rms_row(*this));
-  } else if (op == "rope") {
-    if (outs.size() != input_count()) fail("rope defines one output per input (rule R5)");
-    const int64_t heads = int_field("heads", 1);
-    for (size_t j = 0; j < outs.size(); ++j)
-      define(outs[j], lower_rope_one(*this, input(j), j == 0 ? heads : int_field("kv_heads", heads)));
-  } else if (op == "attention") {
-    one(lower_attention(*this));
-  } else if (op == "mla_attention") {
-    one(lower_mla_attention(*this));
-  } else if (op == "moe_ffn") {
-    one(lower_moe(*this));
-  } else if (op == "list") {
-    Value v;
-    v.is_list = true;
-    for (size_t j = 0; j < input_count(); ++j) v.items.push_back(input(j));
-    one(v);
-  } else if (op == "append") {
-    Value v = input(0);
-    if (!v.is_list) fail("append's first input must be a list (rule R6)");
-    v.items.push_back(input(1));
-    one(v);
-  } else if (op == "depth_attend") {
-    one(depth_attend(*this));
-  } else if (op == "conv1d_causal") {
-    one(lower_conv1d_causal(*this));
-  } else if (op == "expr" || op == "linear_attention" || op == "ssm_scan" || op == "selective_scan" ||
-             op == "recurrence" || op == "depth_route") {
-    one(lower_scan(*this, op));
-  } else {
-    fail("unknown op \"" + op + "\"");
-  }
+  const IrOpDef* def = find_ir_op(op);
+  if (!def || !def->lower) fail("unknown op \"" + op + "\"");
+  std::vector<Value> values = def->lower(*this);
+  if (values.size() != outs.size())
+    fail(op + " defines " + std::to_string(values.size()) + (values.size() == 1 ? " value" : " values") + " but out lists " +
+         std::to_string(outs.size()) + " (rule R5)");
+  for (size_t j = 0; j < outs.size(); ++j) define(outs[j], std::move(values[j]));
 }
 
 void Lowerer::lower_section(const json& nodes, const std::string& section) {

@@ -1,7 +1,7 @@
-// The lowering's working state (private to src/ir/lower*.cpp): the graph
-// being built, the IR names in scope, and the node being lowered. lower.cpp
-// walks the document and handles the simple ops; lower_attention.cpp and
-// lower_scan.cpp handle the ops with state; lower_stages.cpp cuts the walk
+// The lowering's working state: the graph being built, the IR names in
+// scope, and the node being lowered. lower.cpp walks the document and hands
+// each node to its op's `lower` (op_table.h, ir/ops/*.cpp), which emits
+// protocol nodes through the methods below; lower_stages.cpp cuts the walk
 // to a pipeline stage's layers.
 #pragma once
 #include <map>
@@ -55,6 +55,8 @@ class Lowerer {
   // The session tensor for this layer's slot; in a prefill that allocates,
   // a zeros node of `shape` that is retained at the end of the call.
   std::string state(const std::string& slot, const std::string& tensor, const std::vector<int64_t>& shape);
+  // The slot's tensors as session references, in the slot's order (state()).
+  std::vector<std::string> slot_states(const json& slot);
   // After a node wrote a state tensor in place: later readers (and the
   // retain of an allocating prefill) use `ref`.
   void state_written(const std::string& slot, const std::string& tensor, const std::string& ref);
@@ -69,6 +71,7 @@ class Lowerer {
   // The rows of the values being lowered: T, but 1 in the head when it runs
   // on the last row only (run() cuts what it reads).
   int64_t tokens() const { return in_head_ && !opt_.all_logits ? 1 : T_; }
+  int64_t step_tokens() const { return T_; }  // T, wherever the node is
   int64_t layer() const { return layer_; }
   bool allocating() const { return allocate_; }
   // True while the sections before a stage are walked only for the values
@@ -117,17 +120,6 @@ class Lowerer {
   int64_t weight_set_ = 0;
   bool in_head_ = false;
   std::map<std::string, Value> head_rows_;  // values cut to their last row for the head
-
-  friend Value lower_attention(Lowerer& L);
-  friend Value lower_mla_attention(Lowerer& L);
 };
-
-// Ops with state, in lower_attention.cpp / lower_scan.cpp.
-Value lower_attention(Lowerer& L);
-Value lower_mla_attention(Lowerer& L);
-Value lower_moe(Lowerer& L);
-Value lower_rope_one(Lowerer& L, const Value& x, int64_t heads);
-Value lower_conv1d_causal(Lowerer& L);
-Value lower_scan(Lowerer& L, const std::string& op);  // linear_attention, ssm_scan, selective_scan, recurrence
 
 }  // namespace bonfire::ir

@@ -1,7 +1,8 @@
-// The rules of docs/IR.md §12 that look at one node or slot at a time (R1-R3,
-// R5, R6 counts, R7-R9, R11-R14, R16, R17) and the driver. Names, lists,
-// widths and weights (R4, R6 lists, R10, R18) are in validate_flow.cpp,
-// expressions (R15) in validate_expr.cpp.
+// The rules of docs/IR.md §12 that every node or slot follows (R1-R3, R5,
+// R6 counts, R7, R8, R12, R16's eps, R17) and the driver. Each op's own
+// rules (R9, R11, R13, R14, R15, R16) are its `check` in ir/ops/ (op_table.h);
+// names, lists, widths and weights (R4, R6 lists, R10, R18) are in
+// validate_flow.cpp, expressions (R15) in validate_expr.cpp.
 #include "ir/validate.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <regex>
 
 #include "ir/ir_doc.h"
+#include "ir/op_table.h"
 #include "ir/schema_check.h"
 #include "ir/validate_internal.h"
 #include "spec/manifest.h"
@@ -101,6 +103,15 @@ std::vector<std::string> input_names(const json& doc) {
   auto v = io_names(doc, "inputs", "tokens");
   if (std::find(v.begin(), v.end(), "tokens") == v.end()) v.push_back("tokens");
   return v;
+}
+
+void check_kv_heads_divide(Checker& c, const std::string& path, const json& node, int64_t layer) {
+  const auto h = int_field(node, "heads", layer);
+  const auto kv = node.contains("kv_heads") ? int_field(node, "kv_heads", layer) : h;
+  if (h && kv && *kv > 0 && *h % *kv != 0)
+    c.report(path + ".kv_heads", "heads " + std::to_string(*h) + " is not divisible by kv_heads " + std::to_string(*kv) +
+                                     on_layer(node, layer),
+             9, path + "|div");
 }
 
 std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -242,13 +253,7 @@ void check_counts(Checker& c, const std::string& sec, size_t k, const json& node
   if (node["out"].is_array()) {
     size_t want = 1;
     std::string why = "a single name";
-    if (op == "split") {
-      want = node["sizes"].size();
-      why = "one per size (" + str(want) + ")";
-    } else if (op == "rope") {
-      want = n_in;
-      why = "one per input (" + str(want) + ")";
-    }
+    if (const IrOpDef* def = find_ir_op(op); def && def->outputs_of) want = def->outputs_of(node, why);
     if (node["out"].size() != want)
       c.report(path + ".out", op + " defines " + why + " but out lists " + str(node["out"].size()) + " names", 5);
     for (size_t i = 0; i < outs.size(); ++i)
@@ -256,33 +261,20 @@ void check_counts(Checker& c, const std::string& sec, size_t k, const json& node
         if (outs[i] == outs[j]) c.report(path + ".out[" + str(i) + "]", "out names " + quoted(outs[i]) + " twice", 5);
   }
   // R6
-  static const std::map<std::string, int> fixed = {
-      {"add", 2},          {"mul", 2},            {"sub", 2},         {"mul_col", 2},
-      {"attention", 3},    {"linear_attention", 3}, {"selective_scan", 4}, {"depth_route", 2},
-      {"append", 2}};
+  const IrOpDef* def = find_ir_op(op);
+  if (!def) return;  // the schema names every op
   std::string want;
   bool ok = true;
-  if (op == "pos_embedding") return;
-  if (op == "rope") {
-    ok = n_in == 1 || n_in == 2;
-    want = "1 or 2";
-  } else if (op == "mla_attention") {
-    // [q, c, k_pe], or [q_nope, q_pe, c, k_pe] with q joined head by head
-    // (what the lowering accepts; no op concatenates q's two parts).
-    ok = n_in == 3 || n_in == 4;
-    want = "3 (q, c, k_pe) or 4 (q_nope, q_pe, c, k_pe)";
-  } else if (op == "list" || op == "expr") {
-    ok = n_in >= 1;
-    want = "at least 1";
-  } else if (op == "recurrence") {
-    const size_t n = node["inputs"].size();
+  if (def->inputs_of) {
+    const size_t n = def->inputs_of(node);
     ok = n_in == n;
-    want = str(n) + " (one per name in inputs)";
+    want = str(n) + (def->inputs_text ? std::string(" ") + def->inputs_text : "");
   } else {
-    auto it = fixed.find(op);
-    const size_t n = it == fixed.end() ? 1 : it->second;
-    ok = n_in == n;
-    want = str(n);
+    ok = int64_t(n_in) >= def->min_inputs && (def->max_inputs < 0 || int64_t(n_in) <= def->max_inputs);
+    if (def->inputs_text) want = def->inputs_text;
+    else if (def->max_inputs < 0) want = "at least " + str(def->min_inputs);
+    else if (def->max_inputs == def->min_inputs) want = str(def->min_inputs);
+    else want = str(def->min_inputs) + " or " + str(def->max_inputs);
   }
   if (!ok) c.report(path + ".in", op + " reads " + want + (want == "1" ? " input" : " inputs") + " but in lists " + str(n_in), 6);
 }
@@ -304,8 +296,8 @@ std::vector<WeightRef> weight_refs(const json& node) {
   };
   for (const char* k : {"weight", "bias", "tied_to", "router", "selection_bias", "k_b", "v_b"})
     add(node, k, std::string(".") + k);
-  if (op == "ssm_scan" || op == "selective_scan")
-    for (const char* k : {"a", "b", "c", "d"}) add(node, k, std::string(".") + k);
+  if (const IrOpDef* def = find_ir_op(op))
+    for (const auto& k : def->weight_keys) add(node, k, "." + k);
   if (node.contains("experts"))
     for (const char* k : {"gate", "up", "down"}) add(node["experts"], k, std::string(".experts.") + k, true);
   if (node.contains("position_bias")) add(node["position_bias"], "weight", ".position_bias.weight");
@@ -354,11 +346,6 @@ void check_weight_names(Checker& c, const std::string& sec, size_t k, const json
 }
 
 // ---- R8, R9, R12, R14 (state) -------------------------------------------
-
-bool is_scan_op(const std::string& op) {
-  return op == "linear_attention" || op == "ssm_scan" || op == "conv1d_causal" || op == "selective_scan" ||
-         op == "recurrence";
-}
 
 void check_slots(Checker& c) {
   const json& block = c.doc["block"];
@@ -444,9 +431,11 @@ void check_state_use(Checker& c, const std::string& sec, size_t k, const json& n
     return;
   }
   const std::string kind = (*slot)["kind"].get<std::string>();
-  if (op == "attention" || op == "mla_attention") {
+  const IrOpDef* def = find_ir_op(op);
+  const SlotKind needs = def ? def->state : SlotKind::None;
+  if (needs == SlotKind::Kv) {
     if (kind != "kv") c.report(path, op + " needs a kv slot but " + quoted(name) + " is " + kind, 8);
-  } else if (is_scan_op(op)) {
+  } else if (needs == SlotKind::Recurrent) {
     if (kind != "recurrent")
       c.report(path, op + " needs a recurrent slot but " + quoted(name) + " is " + kind, 8);
     else if ((*slot)["op"] != op)
@@ -454,118 +443,11 @@ void check_state_use(Checker& c, const std::string& sec, size_t k, const json& n
   }
 }
 
-// R9 (attention against its slot), R14 (mla against its slot).
-void check_attention(Checker& c, const std::string& sec, size_t k, const json& node) {
-  const std::string op = node["op"].get<std::string>();
+// ---- R16 -----------------------------------------------------------------
+
+// eps, on any op that has one; the ops' own ranges and enums are their checks.
+void check_eps(Checker& c, const std::string& sec, size_t k, const json& node) {
   const std::string path = node_path(sec, k);
-  const json* slot = node.contains("state") ? find_slot(c.doc, node["state"].get<std::string>()) : nullptr;
-  if (slot && (*slot)["kind"] != "kv") slot = nullptr;
-  for (int64_t l : node_layers(c, sec, node)) {
-    if (op == "attention" || op == "rope") {
-      const auto h = int_field(node, "heads", l), hd = int_field(node, "head_dim", l);
-      const auto kv = node.contains("kv_heads") ? int_field(node, "kv_heads", l) : h;
-      if (h && kv && *kv > 0 && *h % *kv != 0)
-        c.report(path + ".kv_heads", "heads " + str(*h) + " is not divisible by kv_heads " + str(*kv) + on_layer(node, l), 9,
-                 path + "|div");
-      if (op == "attention" && slot && sec == "block") {
-        const char* keys[] = {"heads", "kv_heads", "head_dim"};
-        for (const char* key : keys) {
-          const auto a = int_field(node, key, l), b = int_field(*slot, key, l);
-          if (a && b && *a != *b)
-            c.report(path + "." + key,
-                     std::string(key) + " is " + str(*a) + (on_layer(node, l).empty() ? on_layer(*slot, l) : on_layer(node, l)) + " but its slot " + (*slot)["name"].dump() +
-                         " has " + str(*b),
-                     9, path + "|" + key);
-        }
-      }
-      (void)hd;
-    }
-    if (op == "attention") {
-      const auto softmax = str_field(node, "softmax", l);
-      if (softmax && *softmax != "standard" && *softmax != "alibi")
-        c.report(path + ".softmax", "softmax is " + quoted(*softmax) + ", expected \"standard\" or \"alibi\"", 16);
-    }
-    if (op == "mla_attention") {
-      const auto rope = int_field(node, "qk_rope", l), rank = int_field(node, "kv_rank", l);
-      if (rope && *rope % 2 != 0)
-        c.report(path + ".qk_rope", "qk_rope " + str(*rope) + on_layer(node, l) + " is odd; rotary pairs need it even", 14,
-                 path + "|odd");
-      if (slot && rope && rank) {
-        const auto kv = int_field(*slot, "kv_heads", l), hd = int_field(*slot, "head_dim", l);
-        if (kv && hd && mul(*kv, *hd) >= 0 && add(*rank, *rope) >= 0 && mul(*kv, *hd) != add(*rank, *rope))
-          c.report(path + ".state",
-                   "slot " + (*slot)["name"].dump() + " is kv_heads*head_dim = " + str(*kv) + "*" + str(*hd) + " = " +
-                       str(mul(*kv, *hd)) + " wide" + on_layer(node, l) + " but the latent cache needs kv_rank + qk_rope = " +
-                       str(*rank) + " + " + str(*rope) + " = " + str(add(*rank, *rope)),
-                   14, path + "|slot");
-      }
-    }
-  }
-}
-
-// ---- R11 (rope) ---------------------------------------------------------
-
-void check_rope(Checker& c, const std::string& sec, size_t k, const json& node) {
-  const std::string path = node_path(sec, k);
-  for (int64_t l : node_layers(c, sec, node)) {
-    const auto hd = int_field(node, "head_dim", l);
-    const bool has_n_rot = node.contains("n_rot") && !at_layer(node["n_rot"], l).is_null();
-    const auto n_rot = int_field(node, "n_rot", l);
-    const auto mode = str_field(node, "rope_heads", l);
-    const auto theta = num_field(node, "theta", l);
-    if (n_rot && *n_rot % 2 != 0)
-      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(node, l) + " is odd; rotary pairs need it even", 11, path + "|odd");
-    if (n_rot && hd && *n_rot > *hd)
-      c.report(path + ".n_rot", "n_rot " + str(*n_rot) + on_layer(node, l) + " is more than head_dim " + str(*hd), 11,
-               path + "|big");
-    if (mode && *mode == "first" && !has_n_rot && !(node.contains("n_rot") && is_per_layer(node["n_rot"])))
-      c.report(path + ".rope_heads", "rope_heads \"first\"" + on_layer(node, l) + " needs n_rot (how many channels rotate)", 11,
-               path + "|first");
-    if (mode && *mode == "all" && n_rot && hd && *n_rot != *hd)
-      c.report(path + ".n_rot",
-               "rope_heads \"all\" rotates the whole head but n_rot " + str(*n_rot) + on_layer(node, l) +
-                   " is not head_dim " + str(*hd),
-               11, path + "|all");
-    if (theta && !(*theta > 0))
-      c.report(path + ".theta", "theta " + json(*theta).dump() + on_layer(node, l) + " must be > 0", 11, path + "|theta");
-    if (node.contains("freq_factors") && node["freq_factors"].is_array()) {
-      const auto rot = has_n_rot ? n_rot : hd;
-      if (rot && (int64_t)node["freq_factors"].size() != *rot / 2)
-        c.report(path + ".freq_factors",
-                 "freq_factors has " + str(node["freq_factors"].size()) + " entries but n_rot/2 is " + str(*rot / 2) +
-                     on_layer(node, l),
-                 11, path + "|ff");
-    }
-  }
-}
-
-// ---- R13 (moe), R16 -----------------------------------------------------
-
-void check_moe(Checker& c, const std::string& sec, size_t k, const json& node) {
-  const std::string path = node_path(sec, k);
-  for (int64_t l : node_layers(c, sec, node)) {
-    const auto n = int_field(node, "n_experts", l), top_k = int_field(node, "top_k", l);
-    if (n && top_k && *top_k > *n)
-      c.report(path + ".top_k", "top_k " + str(*top_k) + " is more than n_experts " + str(*n) + on_layer(node, l), 13,
-               path + "|topk");
-    if (!node.contains("groups")) continue;
-    const auto gn = int_field(node["groups"], "n", -1), gt = int_field(node["groups"], "top", -1);
-    if (gn && n && *gn > 0 && *n % *gn != 0)
-      c.report(path + ".groups.n", "groups.n " + str(*gn) + " does not divide n_experts " + str(*n) + on_layer(node, l), 13,
-               path + "|gn");
-    if (gn && gt && *gt > *gn)
-      c.report(path + ".groups.top", "groups.top " + str(*gt) + " is more than groups.n " + str(*gn), 13, path + "|gt");
-    if (gn && gt && n && top_k && *gn > 0 && *n % *gn == 0 && mul(*gt, *n / *gn) >= 0 && *top_k > mul(*gt, *n / *gn))
-      c.report(path + ".top_k",
-               "top_k " + str(*top_k) + " is more than the experts of the eligible groups, groups.top * n_experts / groups.n = " +
-                   str(*gt) + " * " + str(*n) + " / " + str(*gn) + " = " + str(mul(*gt, *n / *gn)) + on_layer(node, l),
-               13, path + "|gk");
-  }
-}
-
-void check_r16(Checker& c, const std::string& sec, size_t k, const json& node) {
-  const std::string path = node_path(sec, k);
-  const std::string op = node["op"].get<std::string>();
   if (node.contains("eps")) {
     const json& e = node["eps"];
     if (is_per_layer(e)) {
@@ -574,18 +456,6 @@ void check_r16(Checker& c, const std::string& sec, size_t k, const json& node) {
           c.report(path + ".eps.per_layer[" + str(l) + "]", "eps " + e["per_layer"][l].dump() + " is negative; expected >= 0", 16);
     } else if (e.is_number() && e.get<double>() < 0) {
       c.report(path + ".eps", "eps " + e.dump() + " is negative; expected >= 0", 16);
-    }
-  }
-  if (op == "depth_route" && is_per_layer(node["step"])) {
-    const auto n_rec = int_field(node, "n_rec", -1);
-    const json& steps = node["step"]["per_layer"];
-    for (size_t l = 0; l < steps.size(); ++l) {
-      const json& s = steps[l];
-      if (!s.is_number_integer())
-        c.report(path + ".step.per_layer[" + str(l) + "]", "step entry " + s.dump() + " is not an integer", 3);
-      else if (n_rec && (s.get<int64_t>() < 1 || s.get<int64_t>() > *n_rec))
-        c.report(path + ".step.per_layer[" + str(l) + "]",
-                 "step " + s.dump() + " is outside 1..n_rec (" + str(*n_rec) + ")", 16);
     }
   }
 }
@@ -624,17 +494,13 @@ std::vector<IrProblem> validate_ir(const nlohmann::json& input, const WeightStor
     const json& nodes = c.nodes(sec);
     for (size_t k = 0; k < nodes.size(); ++k) {
       const json& node = nodes[k];
-      const std::string op = node["op"].get<std::string>();
       check_counts(c, sec, k, node);
       check_weight_names(c, sec, k, node);
       check_state_use(c, sec, k, node);
-      check_attention(c, sec, k, node);
-      if (op == "rope") check_rope(c, sec, k, node);
-      if (op == "moe_ffn") check_moe(c, sec, k, node);
-      check_r16(c, sec, k, node);
+      if (const IrOpDef* def = find_ir_op(node["op"].get<std::string>()); def && def->check) def->check(c, sec, k, node);
+      check_eps(c, sec, k, node);
     }
   }
-  check_expressions(c);
   check_flow(c);
   check_outputs(c);
   return c.problems;

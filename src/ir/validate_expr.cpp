@@ -1,4 +1,4 @@
-// R15: `expr` and `recurrence` expressions parse (with the project's one
+// R15 for the ops expr and recurrence (ir/ops/programs.cpp): their expressions parse (with the project's one
 // expression language, core/expr.h) and use only known names: the inputs,
 // index names, weights, state tensors, earlier `let` names and the
 // elementwise functions of docs/IR.md §10.
@@ -138,6 +138,8 @@ std::string join(const std::set<std::string>& s) {
   return out.empty() ? "none" : out;
 }
 
+}  // namespace
+
 void check_expr_node(Checker& c, const std::string& path, const json& node) {
   const size_t n = node["in"].size();
   std::set<std::string> known;
@@ -221,19 +223,6 @@ void check_recurrence(Checker& c, const std::string& path, const json& node) {
   }
   const std::string readout = node["readout"].get<std::string>();
   check.check(".readout", readout, readout, 0, all, state_known, describe(lets));
-}
-
-}  // namespace
-
-void check_expressions(Checker& c) {
-  for (const char* sec : kSections) {
-    const json& nodes = c.nodes(sec);
-    for (size_t k = 0; k < nodes.size(); ++k) {
-      const json& node = nodes[k];
-      if (node["op"] == "expr") check_expr_node(c, node_path(sec, k), node);
-      if (node["op"] == "recurrence") check_recurrence(c, node_path(sec, k), node);
-    }
-  }
 }
 
 }  // namespace bonfire::ir::detail

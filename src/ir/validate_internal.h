@@ -1,5 +1,6 @@
-// Shared by validate.cpp (per-node rules), validate_flow.cpp (names, lists,
-// widths, weights: R4, R6, R10, R18) and validate_expr.cpp (R15).
+// Shared by validate.cpp (the document's rules and the driver),
+// validate_flow.cpp (names, lists, widths, weights: R4, R6, R10, R18),
+// validate_expr.cpp (R15) and the ops' own rules (ir/ops/*.cpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -66,7 +67,11 @@ inline int64_t add(int64_t a, int64_t b) {
 // layer without per_layer values looks like the ones before).
 constexpr int64_t kMaxSimulatedLayers = 4096;
 
-void check_flow(Checker& c);         // R4, R6 (lists), R10, R18
-void check_expressions(Checker& c);  // R15
+void check_flow(Checker& c);  // R4, R6 (lists), R10, R18 (validate_flow.cpp)
+// R15 (validate_expr.cpp): an expr node's expression; a recurrence's program.
+void check_expr_node(Checker& c, const std::string& path, const json& node);
+void check_recurrence(Checker& c, const std::string& path, const json& node);
+// R9: heads is a multiple of kv_heads (kv_heads defaults to heads) on `layer`.
+void check_kv_heads_divide(Checker& c, const std::string& path, const json& node, int64_t layer);
 
 }  // namespace bonfire::ir::detail
