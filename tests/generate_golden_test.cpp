@@ -40,10 +40,8 @@ std::vector<Case> cases() {
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string stem = e.path().stem().string();  // family.type
     const auto dot = stem.rfind('.');
-    // LFM2 has a golden but no IR v1 document (families/lfm2.cpp says why).
     // <family>.hf-torch.json is the HF folder's golden, used by the f32 case.
-    if (e.path().extension() == ".json" && dot != std::string::npos && stem.substr(0, dot) != "lfm2" &&
-        stem.substr(dot + 1) != "hf-torch")
+    if (e.path().extension() == ".json" && dot != std::string::npos && stem.substr(dot + 1) != "hf-torch")
       v.push_back({stem.substr(0, dot), stem.substr(dot + 1)});
   }
   std::sort(v.begin(), v.end(), [](const Case& a, const Case& b) { return a.family + a.type < b.family + b.type; });

@@ -66,7 +66,7 @@ nlohmann::ordered_json ordered(const json& v, const std::vector<std::string>& fi
 }  // namespace
 
 nlohmann::ordered_json in_reading_order(const json& doc) {
-  return ordered(doc, {"ir_version", "family_hint", "model", "tokenizer", "inputs", "outputs", "modes", "embed",
+  return ordered(doc, {"ir_version", "extensions", "family_hint", "model", "tokenizer", "inputs", "outputs", "modes", "embed",
                        "block", "head"});
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 
+#include "ir/extensions.h"
 #include "ir/ir_doc.h"
 #include "ir/op_table.h"
 #include "ir/schema_check.h"
@@ -479,8 +480,11 @@ void check_outputs(Checker& c) {
 
 std::vector<IrProblem> validate_ir(const nlohmann::json& input, const WeightStore* weights) {
   using namespace detail;
-  std::vector<IrProblem> out;
-  for (auto& p : check_schema(input)) out.push_back({p.path, p.message, 0});
+  // Extensions first: the schema (v1) checks the document without them.
+  std::vector<IrProblem> out = check_extension_names(input);
+  if (!out.empty()) return out;
+  out = check_extension_fields(input);
+  for (auto& p : check_schema(v1_view(input))) out.push_back({p.path, p.message, 0});
   if (!out.empty()) return out;
 
   Checker c;

@@ -1,5 +1,5 @@
 // `bonfire ir validate`: an IR document against spec/ir.schema.json and the
-// rules R1..R18 of docs/IR.md §12.
+// rules R1..R19 of docs/IR.md §12 (R19: the extensions it declares, extensions.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,7 +14,7 @@ namespace bonfire::ir {
 struct IrProblem {
   std::string path;     // "$.block.nodes[4].sizes"
   std::string message;  // what is wrong and what was expected
-  int rule;             // 1..18 (docs/IR.md §12); 0 = the schema
+  int rule;             // 1..19 (docs/IR.md §12); 0 = the schema
 };
 
 // The problems of `doc`, schema first: a document that fails the schema is

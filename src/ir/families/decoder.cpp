@@ -141,6 +141,18 @@ class Block {
          {"window", 0}, {"sinks", 0}}, on);
   }
 
+  // LFM2's gated short convolution; defines "o" as the attention output does.
+  void short_conv(const json& on) {
+    const int64_t d = s_.d;
+    add(linear("h", "bcx", s_.conv_in, false), on);
+    add({{"op", "split"}, {"in", {"bcx"}}, {"out", {"cb", "cc", "cx"}}, {"sizes", {d, d, d}}}, on);
+    add(op("mul", {"cb", "cx"}, "bx"), on);
+    add({{"op", "conv1d_causal"}, {"in", {"bx"}}, {"out", "cv"}, {"state", "conv"}, {"weight", s_.layer + s_.conv + ".weight"},
+         {"channels", d}, {"kernel", s_.conv_kernel}}, on);
+    add(op("mul", {"cc", "cv"}, "cy"), on);
+    add(linear("cy", "o", s_.conv_out, false), on);
+  }
+
   void mlp(const std::string& in, const json& on) {
     if (s_.mlp == "gelu" || s_.mlp == "gelu_exact") {
       add(linear(in, "u", s_.up, s_.mlp_bias), on);
@@ -221,12 +233,18 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
     dense_on[l] = !moe_on[l];
   }
   const json always = true;
+  std::vector<bool> attn_on(L, true), conv_on(L, false);
+  for (int64_t l = 0; l < L && s.conv_layer.size() == size_t(L); ++l) attn_on[l] = !(conv_on[l] = s.conv_layer[l]);
+  const json attn_apply = apply_on(attn_on), conv_apply = apply_on(conv_on);
   b.add(nodes.norm_node("x", "h", s.attn_norm), always);
-  if (s.mla)
-    b.mla(always);
-  else
-    b.attention(always);
-  b.add(b.linear("attn", "o", s.o, s.o_bias), always);
+  if (attn_apply != json(false)) {
+    if (s.mla)
+      b.mla(attn_apply);
+    else
+      b.attention(attn_apply);
+    b.add(b.linear("attn", "o", s.o, s.o_bias), attn_apply);
+  }
+  if (conv_apply != json(false)) b.short_conv(conv_apply);
   if (!s.post_attn_norm.empty()) b.add(nodes.norm_node("o", "o", s.post_attn_norm), always);
   if (s.residual_scale != 1) b.add(affine("o", "o", s.residual_scale, 0), always);
   std::string mlp_in = "h2";
@@ -255,6 +273,10 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
     state.push_back({{"name", "kv"}, {"kind", "kv"}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
                      {"head_dim", s.head_dim}, {"max_len", s.ctx}, {"window", per_layer(s.window)}, {"sinks", 0}});
 
+  if (conv_apply != json(false))
+    state.push_back({{"name", "conv"}, {"kind", "recurrent"}, {"op", "conv1d_causal"}, {"dtype", "f32"},
+                     {"tensors", {{{"name", "conv"}, {"shape", {s.conv_kernel - 1, s.d}}, {"init", 0}}}}});
+
   // Head.
   Nodes head(s);
   head.add(head.norm_node("x", "x", s.final_norm, false));
@@ -278,6 +300,9 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
               {"embed", {{"nodes", embed.take()}}},
               {"block", {{"repeat", L}, {"state", state}, {"nodes", nodes.take()}}},
               {"head", {{"nodes", head.take()}}}};
+  // Stateful nodes that run on some layers only: the layer_apply extension.
+  if (attn_apply != json(true) || (conv_apply != json(true) && conv_apply != json(false)))
+    doc["extensions"] = {{"layer_apply", 1}};
   json tok = {{"type", "bpe"}, {"source", "tokenizer.json"}};
   tok["bos"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
   json specials = json::object();

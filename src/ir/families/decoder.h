@@ -83,6 +83,14 @@ struct DecoderSpec {
   double routed_scale = 1;
   std::string shared_gate, shared_up, shared_down, shared_expert_gate;  // shared experts, if any
 
+  // Layers that mix tokens with a gated short convolution instead of
+  // attention (LFM2), where conv_layer[l] holds: in_proj → B, C, x;
+  // conv1d_causal(B ⊙ x); C ⊙ conv → out_proj. Names under the layer prefix.
+  // A model with both kinds of layer uses the IR extension layer_apply.
+  std::vector<bool> conv_layer;
+  std::string conv_in = "conv.in_proj", conv = "conv.conv", conv_out = "conv.out_proj";
+  int64_t conv_kernel = 0;
+
   // DeepSeek multi-head latent attention instead of q/k/v projections.
   bool mla = false;
   int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head_dim = 0;

@@ -1,18 +1,29 @@
-// LFM2 mixes gated short-convolution layers with attention layers. IR v1
-// cannot say that: `apply` (the per-layer switch) is not allowed on the
-// stateful ops (attention, conv1d_causal) by spec/ir.schema.json, and no
-// other field turns a stateful node off on some layers. So there is no
-// document for it; the error says so instead of emitting one that fails
-// validation. (The ops engine runs LFM2 blocks: short_conv.)
+// LFM2 (Liquid AI): gated short-convolution layers and attention layers
+// (per-head q/k RMSNorm) in one stack, a SwiGLU feed-forward after each, and
+// the final norm named embedding_norm. The two kinds of layer need the IR
+// extension layer_apply (docs/IR.md §17).
 #include "core/error.h"
+#include "ir/families/decoder.h"
 #include "ir/families/families.h"
 
 namespace bonfire::ir {
 
 nlohmann::json lfm2_ir(const ModelConfig& c) {
-  throw Error(ErrorCode::BadGraph,
-              c.source + ": LFM2 alternates convolution and attention layers, which IR v1 cannot express (the schema "
-                         "allows no per-layer \"apply\" on attention or conv1d_causal); no IR document for it");
+  DecoderSpec s = llama_like(c);
+  if (c.layer_types.size() != size_t(c.n_layers))
+    throw Error(ErrorCode::BadGraph, c.source + ": LFM2 needs one layer type per layer (layer_types or full_attn_idxs), got " +
+                                         std::to_string(c.layer_types.size()) + " for " + std::to_string(c.n_layers) + " layers");
+  if (c.conv_kernel < 2)
+    throw Error(ErrorCode::BadGraph, c.source + ": LFM2's conv_L_cache must be at least 2, got " + std::to_string(c.conv_kernel));
+  for (const auto& t : c.layer_types) s.conv_layer.push_back(t == "conv");
+  s.conv_kernel = c.conv_kernel;
+  s.attn_norm = "operator_norm";
+  s.ffn_norm = "ffn_norm";
+  s.o = "self_attn.out_proj";
+  s.q_norm = "self_attn.q_layernorm", s.k_norm = "self_attn.k_layernorm";
+  s.gate = "feed_forward.w1", s.up = "feed_forward.w3", s.down = "feed_forward.w2";
+  s.final_norm = "model.embedding_norm";
+  return build_decoder_ir(s, c);
 }
 
 }  // namespace bonfire::ir
