@@ -25,7 +25,8 @@ With --parallel P: P sequences as llama-batched-bench measures them; the
 tokens/s are then aggregate over the P sequences.
 
 Prints one JSON line: {"prefill_tps", "decode_tps", "threads", "model",
-"n_prefill", "n_decode", "reference", ...}.
+"n_prefill", "n_decode", "reference", "kv_cache" (llama.cpp's own account of its
+K and V cache: MiB, cells, layers, bytes_per_token), ...}.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ctypes as C
 import json
+import re
 import statistics
 import sys
 import time
@@ -83,6 +85,21 @@ def attach_threadpool(ll: Llama, libdir: Path, ctx, n_threads: int, poll: int):
         return tp
     except (OSError, AttributeError, StopIteration):
         return None
+
+
+def kv_cache_size(log: str) -> dict | None:
+    """llama.cpp's own account of its KV cache, from the context's log line
+    "llama_kv_cache: size = 38.25 MiB (4352 cells, 4 layers, 1/1 seqs), K (f32): 38.25 MiB, V (f32): 0.00 MiB":
+    the sizes are printed in MiB with two decimals, so bytes_per_token is
+    exact to within 0.005 MiB / cells."""
+    m = re.search(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*?K \((\w+)\):\s*([\d.]+) MiB, "
+                  r"V \((\w+)\):\s*([\d.]+) MiB", log)
+    if not m:
+        return None
+    mib, cells, layers = float(m.group(1)), int(m.group(2)), int(m.group(3))
+    return {"mib": mib, "cells": cells, "layers": layers, "k_type": m.group(4), "k_mib": float(m.group(5)),
+            "v_type": m.group(6), "v_mib": float(m.group(7)), "bytes_per_token": round(mib * 2**20 / cells, 1),
+            "bytes_per_token_layer": round(mib * 2**20 / cells / layers, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         fa += " -> enabled"
     elif "flash attention disabled" in ctx_log or "flash_attn            = disabled" in ctx_log:
         fa += " -> disabled"
+    kv_cache = kv_cache_size("".join(ll.log[log_start:]))
     tp = attach_threadpool(ll, libdir, ctx, args.threads, args.poll)
     mem = lib.llama_get_memory(ctx)
 
@@ -216,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "decode_tps_reps": [round(x, 3) for x in dec], "kv_type": args.kv_type, "flash_attn": fa,
         "n_ctx": n_ctx, "n_ubatch": cp.n_ubatch, "threadpool": f"attached (poll {args.poll})" if tp else "ggml default",
         "model_desc": ll.model_desc(model), "model_size_bytes": int(lib.llama_model_size(model)),
-        "model_params": int(lib.llama_model_n_params(model)), "load_s": round(load_s, 3),
+        "model_params": int(lib.llama_model_n_params(model)), "load_s": round(load_s, 3), "kv_cache": kv_cache,
         "reference": f"llama.cpp via node-llama-cpp 3.21.1 libllama (ctypes), {describe_build(libdir)}; "
                      f"CPU backend {backend[-1] if backend else '?'}",
     }

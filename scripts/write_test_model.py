@@ -268,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="phi3 only: LongRoPE rope_scaling (long/short factors) with original context N; the GGUF "
                          "gets the converter's layout: rope_factors_{long,short}.weight and rope.scaling.attn_factor, "
                          "no rope.scaling.type")
+    ap.add_argument("--mla", metavar="R,P,N,V",
+                    help="deepseek_v3 only: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim (default "
+                         "32,16,32,32; DeepSeek-V3's own are 512,64,128,128)")
     ap.add_argument("--trim-embedding", action="store_true",
                     help="gemma3_text only: cut token_embd.weight to the tokenizer's real size (tokenizer.json's vocab "
                          "plus added tokens) as convert_hf_to_gguf.py's Gemma3Model does, while the token list stays "
@@ -307,6 +310,16 @@ def main(argv: list[str] | None = None) -> int:
             cfg = family.set_sliding_window(cfg, args.sliding_window)
         except ValueError as e:
             ap.error(str(e))
+    if args.mla is not None:
+        if args.family != "deepseek_v3":
+            ap.error("--mla is for --family deepseek_v3")
+        try:
+            R, P, N, V = (int(x) for x in args.mla.split(","))
+        except ValueError:
+            ap.error(f"--mla takes four integers R,P,N,V, got {args.mla!r}")
+        if min(R, P, N, V) < 1 or P % 2:
+            ap.error("--mla sizes must be positive and the rope part P even")
+        cfg.update(kv_lora_rank=R, qk_rope_head_dim=P, qk_nope_head_dim=N, v_head_dim=V, head_dim=P, qk_head_dim=N + P)
     if args.longrope is not None:
         if not hasattr(family, "set_longrope") or args.longrope < 2:
             ap.error("--longrope N (N >= 2) is for phi3")

@@ -56,7 +56,10 @@ json run_reference(const BenchGenerateOptions& o) {
   char buf[4096];
   while (size_t got = std::fread(buf, 1, sizeof buf, p)) out.append(buf, got);
   const int status = ::pclose(p);
-  const size_t brace = out.rfind('{');
+  // The result is the last line that is a JSON object (its values may hold objects too).
+  size_t brace = out.rfind("\n{");
+  if (brace != std::string::npos) ++brace;
+  else if (!out.empty() && out[0] == '{') brace = 0;
   if (status != 0 || brace == std::string::npos)
     return {{"error", "llama.cpp reference failed (scripts/fetch_llama_cpp.sh installs it)"}};
   try {

@@ -102,6 +102,11 @@ struct OpDef {
   // len(state) inputs), this gives the mask instead of `writes_inputs`.
   uint64_t (*writes_inputs_of)(const Params& p, size_t n_inputs) = nullptr;
   uint32_t packed_inputs = 0;  // bit i: input i may be a packed weight; bit 31 covers i >= 31
+  // The output may be a view of input 0 when that input is a weight (w:),
+  // which nothing writes: `out` then arrives unallocated and run() either
+  // makes it a view or allocates it (a slice of rows of an f32 weight costs
+  // no copy).
+  bool views_weight = false;
   bool extension = false;      // a protocol extension op, not in spec/ops-v3.json
   RowRule rows = RowRule::None;
 

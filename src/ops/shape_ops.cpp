@@ -82,13 +82,14 @@ void run_slice(const OpInputs& in, const Params& p, Tensor& out) {
   if (!is_last_axis(a.desc(), p)) {
     // Leading axis: a contiguous run of rows. Packed weights stay packed.
     const int64_t rows_per = a.shape[0] ? a.rows() / a.shape[0] : 0;
-    if (a.packed()) {
+    if (a.packed() || !out.data) {  // unallocated: a weight's rows (OpDef::views_weight)
       out = Tensor::view(a.dtype, out.shape, const_cast<uint8_t*>(a.row(start * rows_per)), a.owner);
     } else {
       std::memcpy(out.data, a.f32() + start * rows_per * a.cols(), out.numel() * sizeof(float));
     }
     return;
   }
+  if (!out.data) out = Tensor::empty(out.shape);
   const int64_t C = a.cols();
   std::vector<float> row(a.packed() ? C : 0);
   for (int64_t r = 0; r < a.rows(); ++r) {
@@ -263,6 +264,7 @@ void register_shape_ops(std::vector<OpDef>& ops) {
                   {"axis", ParamType::Number, true}};
   slice.out_dtype = slice_dtype;
   slice.packed_inputs = 1u;
+  slice.views_weight = true;
   ops.push_back(slice);
 
   OpDef concat = def("concat", 2, 2, infer_concat, run_concat);

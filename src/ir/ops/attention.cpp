@@ -188,53 +188,71 @@ Value attention_value(Lowerer& L) {
   return {L.emit("attention", {q.ref, visible_rows(L, p, kc), visible_rows(L, p, vc)}, p), heads * head_dim};
 }
 
+// Absorbed MLA, as DeepSeek's inference code and llama.cpp run it: the
+// cache holds [c | k_pe] per position (the latent), and nothing is rebuilt
+// from it per step. Per head h, with k_b_h [qk_nope, kv_rank] and
+// v_b_h [v_head_dim, kv_rank] (rows of k_b / v_b):
+//   q_nope_h · k_b_hᵀ-side: q_nope_h · (c · k_b_hᵀ)ᵀ = (q_nope_h · k_b_h) · cᵀ
+// so the query becomes [q_nope_h · k_b_h | q_pe_h] (kv_rank + qk_rope wide)
+// against the latent rows as keys, one kv head shared by all query heads;
+// the values are the latent rows too, and each head's [kv_rank] output is
+// taken through v_b_h at the end. A step costs O(pos · heads · (kv_rank +
+// qk_rope)) in attention, as plain attention does, instead of expanding
+// every cached position into per-head keys and values.
 Value mla_value(Lowerer& L) {
   const json& slot = L.slot(L.field("state").get<std::string>());
   const int64_t H = L.int_field("heads", 1), R = L.int_field("kv_rank", 1);
   const int64_t N = L.int_field("qk_nope", 1), P = L.int_field("qk_rope", 1), V = L.int_field("v_head_dim", 1);
-  // in: [q, c, k_pe] with q's heads already [nope | rope], or
-  // [q_nope, q_pe, c, k_pe], joined here head by head.
+  // in: [q, c, k_pe] with q's heads [nope | rope], or [q_nope, q_pe, c, k_pe].
   const bool split_q = L.input_count() == 4;
-  const Value c = L.input(split_q ? 2 : 1), pe = L.input(split_q ? 3 : 2);
-  Value q = L.input(0);
-  if (split_q) {
-    const std::string qn = L.emit("reshape", {q.ref}, {{"shape", {-1, N}}});
-    const std::string qp = L.emit("reshape", {L.input(1).ref}, {{"shape", {-1, P}}});
-    const std::string qj = L.emit("concat", {qn, qp}, {{"axis", -1}}, "q");
-    q = {L.emit("reshape", {qj}, {{"shape", {-1, H * (N + P)}}}, "q"), H * (N + P)};
+  const Value q = L.input(0), c = L.input(split_q ? 2 : 1), pe = L.input(split_q ? 3 : 2);
+  const std::string kb = L.field("k_b").get<std::string>(), vb = L.field("v_b").get<std::string>();
+  const bool fused = kb == vb;  // DeepSeek's kv_b_proj: per head, qk_nope rows of k then v_head_dim rows of v
+  const std::string kb_w = L.weight(kb), vb_w = L.weight(vb);
+  auto rows_of = [&](const std::string& w, int64_t start, int64_t length, const std::string& hint) {
+    return L.emit("slice", {w}, {{"start", start}, {"length", length}}, hint);
+  };
+  const int64_t q_stride = split_q ? N : N + P;
+  // [T, H*R]: every head's nope part taken into the latent space.
+  std::string q_lat;
+  for (int64_t h = 0; h < H; ++h) {
+    const std::string qn = L.emit("slice", {q.ref}, {{"start", h * q_stride}, {"length", N}, {"axis", -1}}, "q_nope");
+    const std::string kb_h = rows_of(kb_w, fused ? h * (N + V) : h * N, N, "k_b");
+    const std::string ql = L.emit("matmul", {qn, kb_h}, json::object(), "q_latent");
+    q_lat = q_lat.empty() ? ql : L.emit("concat", {q_lat, ql}, {{"axis", -1}}, "q_latent");
   }
-  json p = attention_params(L, H, H, N + P);
-  p["vHeadDim"] = V;
-  // The cache holds [c | k_pe] per position: the latent, not per-head keys.
+  std::string q_pe;
+  if (split_q) {
+    q_pe = L.input(1).ref;
+  } else {
+    const std::string heads = L.emit("reshape", {q.ref}, {{"shape", {-1, N + P}}});
+    q_pe = L.emit("slice", {heads}, {{"start", N}, {"length", P}, {"axis", -1}}, "q_pe");
+  }
+  const std::string q_rows = L.emit("concat", {L.emit("reshape", {q_lat}, {{"shape", {-1, R}}}),
+                                               L.emit("reshape", {q_pe}, {{"shape", {-1, P}}})},
+                                    {{"axis", -1}}, "q");
+  const std::string q_abs = L.emit("reshape", {q_rows}, {{"shape", {-1, H * (R + P)}}}, "q");
+
+  json p = attention_params(L, H, 1, R + P);
+  p["scale"] = L.num_field("scale", 1 / std::sqrt(double(N + P)));  // the head's own dim, not the latent's
+  p["vHeadDim"] = R + P;
   const std::string latent = L.emit("concat", {c.ref, pe.ref}, {{"axis", -1}}, "latent");
   const std::string cache = write_kv(L, slot, latent, "", R + P, 0).first;
-  const std::string rows = L.emit("slice", {cache}, {{"start", 0}, {"length", L.expr_plus_tokens("pos")}}, "rows");
-  const std::string cS = L.emit("slice", {rows}, {{"start", 0}, {"length", R}, {"axis", -1}}, "c");
-  const std::string peS = L.emit("slice", {rows}, {{"start", R}, {"length", P}, {"axis", -1}}, "k_pe");
-  const std::string kb = L.field("k_b").get<std::string>(), vb = L.field("v_b").get<std::string>();
-  std::string k_nope, v;  // [S*H, N], [S, H*V]
-  if (kb == vb) {
-    const std::string kv = L.emit("matmul", {cS, L.weight(kb)}, {{"transB", true}}, "kv");
-    const std::string per_head = L.emit("reshape", {kv}, {{"shape", {-1, N + V}}});
-    k_nope = L.emit("slice", {per_head}, {{"start", 0}, {"length", N}, {"axis", -1}}, "k_nope");
-    const std::string vh = L.emit("slice", {per_head}, {{"start", N}, {"length", V}, {"axis", -1}}, "v");
-    v = L.emit("reshape", {vh}, {{"shape", {-1, H * V}}}, "v");
-  } else {
-    const std::string kn = L.emit("matmul", {cS, L.weight(kb)}, {{"transB", true}}, "k_nope");
-    k_nope = L.emit("reshape", {kn}, {{"shape", {-1, N}}});
-    v = L.emit("matmul", {cS, L.weight(vb)}, {{"transB", true}}, "v");
+  const std::string rows = visible_rows(L, p, cache);
+  // [T, H*(R+P)]: each head's weighted sum of latent rows; its first R values are the latent part.
+  const std::string o = L.emit("attention", {q_abs, rows, rows}, p);
+  const std::string o_heads = L.emit("reshape", {o}, {{"shape", {-1, R + P}}});
+  const std::string o_lat = L.emit("reshape", {L.emit("slice", {o_heads}, {{"start", 0}, {"length", R}, {"axis", -1}})},
+                                   {{"shape", {-1, H * R}}}, "o_latent");
+  std::string out;
+  for (int64_t h = 0; h < H; ++h) {
+    const std::string oh = L.emit("slice", {o_lat}, {{"start", h * R}, {"length", R}, {"axis", -1}}, "o_latent");
+    const std::string vb_h = rows_of(vb_w, fused ? h * (N + V) + N : h * V, V, "v_b");
+    const std::string vh = L.emit("matmul", {oh, vb_h}, {{"transB", true}}, "v");
+    out = out.empty() ? vh : L.emit("concat", {out, vh}, {{"axis", -1}}, "mla_out");
   }
-  // The shared rotary key part, repeated for every head by a block identity.
-  std::vector<float> tile(P * H * P, 0.f);
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < P; ++i) tile[i * H * P + h * P + i] = 1.f;
-  const std::string rep = L.emit("matmul", {peS, L.constant("mla_tile", tile, {P, H * P})}, json::object(), "k_pe_heads");
-  const std::string rep_rows = L.emit("reshape", {rep}, {{"shape", {-1, P}}});
-  const std::string k_rows = L.emit("concat", {k_nope, rep_rows}, {{"axis", -1}}, "k");
-  const std::string k = L.emit("reshape", {k_rows}, {{"shape", {-1, H * (N + P)}}}, "k");
-  return {L.emit("attention", {q.ref, k, v}, p), H * V};
+  return {out, H * V};
 }
-
 
 std::vector<Value> lower_attention(Lowerer& L) { return {attention_value(L)}; }
 std::vector<Value> lower_mla(Lowerer& L) { return {mla_value(L)}; }
