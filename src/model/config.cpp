@@ -321,6 +321,7 @@ const Family kFamilies[] = {
 
 void check_config(const ModelConfig& c) {
   check_config_sizes(c, t_have);
+  check_mla_ranks(c);
   auto need = [&](int64_t v, const char* what) {
     if (v <= 0) fail(c.source, std::string(what) + " must be a positive number (model_type " + c.family + ")");
   };
@@ -338,6 +339,29 @@ void check_config(const ModelConfig& c) {
 }
 
 }  // namespace
+
+// Multi-head latent attention: the ranks must fit together before a weight
+// is read (the latent cache is kv_lora_rank + qk_rope_head_dim wide).
+void check_mla_ranks(const ModelConfig& c) {
+  if (c.family != "deepseek_v3") return;
+  auto key = [&](const char* field) {
+    const auto it = c.keys.find(field);
+    return it != c.keys.end() ? it->second : std::string(field);
+  };
+  auto str = [](int64_t v) { return std::to_string(v); };
+  auto need = [&](bool ok, const std::string& field, const std::string& why) {
+    if (!ok) fail(c.source, field + " " + why + " (multi-head latent attention)");
+  };
+  need(c.kv_lora_rank > 0, key("kv_lora_rank"), "= " + str(c.kv_lora_rank) + " must be positive: it is the latent's width");
+  need(c.qk_rope_head_dim > 0 && c.qk_rope_head_dim % 2 == 0, key("qk_rope_head_dim"),
+       "= " + str(c.qk_rope_head_dim) + " must be positive and even (rotary pairs)");
+  need(c.qk_nope_head_dim > 0, key("qk_nope_head_dim"), "= " + str(c.qk_nope_head_dim) + " must be positive");
+  need(c.v_head_dim > 0, key("v_head_dim"), "= " + str(c.v_head_dim) + " must be positive");
+  if (c.raw.is_object() && c.raw.contains("qk_head_dim") && c.raw["qk_head_dim"].is_number_integer())
+    need(c.raw["qk_head_dim"].get<int64_t>() == c.qk_nope_head_dim + c.qk_rope_head_dim, "qk_head_dim",
+         "= " + c.raw["qk_head_dim"].dump() + " is not qk_nope_head_dim + qk_rope_head_dim = " + str(c.qk_nope_head_dim) +
+             " + " + str(c.qk_rope_head_dim));
+}
 
 const std::vector<std::string>& known_families() {
   static const std::vector<std::string> names = [] {

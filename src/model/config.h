@@ -146,6 +146,8 @@ ModelConfig parse_gguf_config(const nlohmann::json& kv, const std::string& sourc
 
 // The checks above on a parsed config (parse_* call it; exposed for tests).
 void check_config_sizes(const ModelConfig& c, const TensorCensus* have);
+// DeepSeek's latent-attention ranks agree (once the family's fields are read).
+void check_mla_ranks(const ModelConfig& c);
 
 // generation_config.json; a missing file gives the defaults.
 GenerationConfig load_generation_config(const std::string& path);

@@ -217,6 +217,7 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
     throw Error(ErrorCode::BadGraph, source + ": GGUF lacks " + arch + ".embedding_length, block_count, "
                                               "attention.head_count or a vocabulary");
   check_config_sizes(c, have);
+  check_mla_ranks(c);
   return c;
 }
 
