@@ -1,36 +1,20 @@
 // Scaled dot-product attention with grouped-query heads, causal and sliding
-// window masks, softcapping, ALiBi and an additive bias (docs/OPS.md).
-//
-// Each (head, query row) is independent: its visible keys are walked in
-// tiles with an online softmax (running max, running sum, accumulator
-// rescaled when the max grows), as flash attention does. No score matrix is
-// ever materialised, and masked tiles are never touched, so one decode step
-// against a long cache costs only the keys it can see. The query heads that
-// share a kv head run together, so K and V are read once per group.
+// window masks, softcapping, ALiBi and an additive bias (docs/OPS.md): the
+// params and the visible keys; the kernel is attention_core.h's, so one
+// decode step against a long cache costs only the keys it can see.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/threads.h"
+#include "ops/attention_core.h"
 #include "ops/op.h"
 #include "ops/simd.h"
 
 namespace bonfire {
 
 namespace {
-
-constexpr int64_t kKeyTile = 64;
-
-struct AttnConfig {
-  int64_t heads = 0, head_dim = 0, kv_heads = 0, v_head_dim = 0;
-  bool causal = true;
-  int64_t pos_offset = 0;
-  float scale = 1;
-  float softcap = 0;   // 0: none
-  int64_t window = 0;  // 0: none
-  std::vector<float> slopes;  // per head; empty: no ALiBi
-};
 
 // dflt < 0: the param is required.
 int64_t positive_int(const Params& p, const char* name, int64_t dflt) {
@@ -71,7 +55,7 @@ std::vector<float> mpt_slopes(int64_t H, double max_bias) {
   return s;
 }
 
-AttnConfig parse_attention(const Params& p) {
+AttnConfig parse_config(const Params& p) {
   AttnConfig c;
   c.heads = positive_int(p, "heads", -1);
   c.head_dim = positive_int(p, "headDim", -1);
@@ -113,7 +97,7 @@ AttnConfig parse_attention(const Params& p) {
 Shape infer_attention(const std::vector<TensorDesc>& in, const Params& p) {
   const char* names[] = {"q", "k", "v", "bias"};
   for (size_t i = 0; i < in.size() && i < 4; ++i) check_f32(in, i, names[i]);
-  const AttnConfig c = parse_attention(p);
+  const AttnConfig c = parse_config(p);
   for (size_t i = 0; i < 3; ++i)
     check(in[i].shape.size() == 2,
           std::string(names[i]) + " must have rank 2 (rows, heads*headDim), got " + shape_str(in[i].shape));
@@ -154,107 +138,24 @@ void visible_keys(const AttnConfig& c, int64_t pos, int64_t S, int64_t* lo, int6
   *hi = b;
 }
 
-// Online-softmax state of one query row of one head.
-struct RowState {
-  float max;   // running max of the scores seen
-  double sum;  // running sum of exp(score - max)
-  bool nan;    // a NaN score poisons the row, as it would the softmax
-  float* acc;  // running sum of exp(score - max) * v, Dv wide
-};
-
 void run_attention(const OpInputs& in, const Params& p, Tensor& out) {
-  const AttnConfig c = parse_attention(p);
-  const int64_t H = c.heads, D = c.head_dim, KV = c.kv_heads, Dv = c.v_head_dim;
+  const AttnConfig c = parse_config(p);
   const int64_t T = in[0]->shape[0], S = in[1]->shape[0];
-  const int64_t group = H / KV;
-  const float *q = in[0]->f32(), *k = in[1]->f32(), *v = in[2]->f32();
-  const float* bias = in.size() > 3 ? in[3]->f32() : nullptr;
-  const bool bias_per_head = in.size() > 3 && in[3]->shape.size() == 3;
-  float* o = out.f32();
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-  // A job is one query row of a block of `hb` query heads sharing one kv
-  // head, so each K/V row is fetched once for the whole block: decode
-  // against a long cache is bound by that traffic. Blocks shrink (down to
-  // one head) when there would be too few jobs to occupy the threads.
-  int64_t hb = group;
-  while (hb % 2 == 0 && (H / hb) * T < 2 * num_threads()) hb /= 2;
-  const int64_t blocks = H / hb;
-  const int64_t grain = std::max<int64_t>(1, 16384 / (S * hb * (D + Dv) + 1));
-  parallel_for(blocks * T, grain, [&](int64_t j0, int64_t j1) {
-    std::vector<float> acc_buf(hb * Dv);
-    std::vector<RowState> st(hb);
-    std::vector<float> score(hb * kKeyTile);  // [head][key in tile]
-    for (int64_t j = j0; j < j1; ++j) {
-      // Rows innermost: neighbouring jobs read the same kv head.
-      const int64_t h0 = (j / T) * hb, t = j % T, g = h0 / group;
-      const int64_t pos = c.pos_offset + t;
-      const float* kh = k + g * D;
-      const float* vh = v + g * Dv;
-      for (int64_t b = 0; b < hb; ++b) st[b] = {kNegInf, 0.0, false, &acc_buf[b * Dv]};
-      std::fill(acc_buf.begin(), acc_buf.end(), 0.0f);
-
-      int64_t lo, hi;
-      visible_keys(c, pos, S, &lo, &hi);
-      for (int64_t s0 = lo; s0 <= hi; s0 += kKeyTile) {
-        const int64_t n = std::min(kKeyTile, hi + 1 - s0);
-        for (int64_t b = 0; b < hb; ++b) {
-          const int64_t h = h0 + b;
-          const float* qr = q + t * H * D + h * D;
-          const float* brow = bias ? bias + ((bias_per_head ? h * T : 0) + t) * S : nullptr;
-          const float slope = c.slopes.empty() ? 0.0f : c.slopes[h];
-          float* sc = &score[b * kKeyTile];
-          RowState& r = st[b];
-          float tile_max = kNegInf;
-          simd::dot_rows(qr, kh + s0 * KV * D, KV * D, n, D, sc);
-          if (c.softcap == 0 && slope == 0.0f && !brow) {  // the common case, vectorized
-            tile_max = simd::scale_max(sc, n, c.scale, &r.nan);
-          } else {
-            for (int64_t i = 0; i < n; ++i) {
-              const int64_t s = s0 + i;
-              float x = sc[i] * c.scale;
-              if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
-              // ALiBi relative to the query: BLOOM's slope*s shifted per row.
-              if (slope != 0.0f) x += slope * (float)(s - pos);
-              if (brow) x += brow[s];
-              r.nan |= std::isnan(x);
-              sc[i] = x;
-              tile_max = std::max(tile_max, x);
-            }
-          }
-          if (tile_max > r.max) {
-            // The terms so far were relative to a smaller max: shrink them.
-            const float corr = std::exp(r.max - tile_max);
-            r.sum *= corr;
-            simd::scale_f32(corr, r.acc, Dv);
-            r.max = tile_max;
-          }
-          // Turn scores into weights now; -inf (every key biased away)
-          // gives 0 and is skipped below.
-          if (r.max == kNegInf)
-            std::fill(sc, sc + n, 0.0f);
-          else
-            r.sum += simd::exp_shifted(sc, n, r.max);
-        }
-        simd::weighted_rows(score.data(), kKeyTile, hb, vh + s0 * KV * Dv, KV * Dv, n, Dv, acc_buf.data(), Dv);
-      }
-      for (int64_t b = 0; b < hb; ++b) {
-        const RowState& r = st[b];
-        float* orow = o + t * H * Dv + (h0 + b) * Dv;
-        if (r.nan) {
-          std::fill(orow, orow + Dv, std::numeric_limits<float>::quiet_NaN());
-        } else if (r.max == kNegInf) {
-          std::fill(orow, orow + Dv, 0.0f);  // no key visible: zeros, by decision
-        } else {
-          const float inv = (float)(1.0 / r.sum);
-          for (int64_t d = 0; d < Dv; ++d) orow[d] = r.acc[d] * inv;
-        }
-      }
-    }
+  const float *k = in[1]->f32(), *v = in[2]->f32();
+  const int64_t ks = c.kv_heads * c.head_dim, vs = c.kv_heads * c.v_head_dim;
+  AttendBias bias;
+  if (in.size() > 3) bias = {in[3]->f32(), in[3]->shape.size() == 3, S};
+  // Key row s is position s.
+  attend(c, in[0]->f32(), T, S, bias, out.f32(), [&](int64_t pos, std::vector<KeyRun>& runs) {
+    int64_t lo, hi;
+    visible_keys(c, pos, S, &lo, &hi);
+    if (lo <= hi) runs.push_back({k + lo * ks, v + lo * vs, hi - lo + 1, lo, lo});
   });
 }
 
 }  // namespace
+
+AttnConfig parse_attention(const Params& p) { return parse_config(p); }
 
 void register_attention_ops(std::vector<OpDef>& ops) {
   OpDef op;

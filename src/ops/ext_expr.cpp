@@ -19,13 +19,6 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // elements per evaluation block
 
-FeatureDef ext_feature(const char* name) {
-  FeatureDef f;
-  f.name = name;
-  f.always = true;
-  return f;
-}
-
 // --- expr ------------------------------------------------------------------------
 
 constexpr int kMaxExprInputs = 8;

@@ -34,13 +34,6 @@ void check_vector(const TensorDesc& t, int64_t C, const std::string& what) {
   check(ok, what + " must be [C] = " + dims({C}) + ", got " + shape_str(t.shape));
 }
 
-FeatureDef ext_feature(const char* name) {
-  FeatureDef f;
-  f.name = name;
-  f.always = true;
-  return f;
-}
-
 // --- linear_attention ------------------------------------------------------
 
 double elu_plus_one(double x) { return x > 0 ? x + 1.0 : std::exp(x); }

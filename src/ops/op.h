@@ -146,5 +146,14 @@ void register_sample_ops(std::vector<OpDef>& ops);
 void register_extension_ops(std::vector<OpDef>& ops);
 void register_ext_scan_ops(std::vector<OpDef>& ops);  // ops/ext_scan.cpp
 void register_ext_expr_ops(std::vector<OpDef>& ops);  // ops/ext_expr.cpp
+void register_ext_ring_attention_ops(std::vector<OpDef>& ops);  // ops/ring_attention.cpp
+
+// An extension op's own feature: every node of the op uses it.
+inline FeatureDef ext_feature(const char* name) {
+  FeatureDef f;
+  f.name = name;
+  f.always = true;
+  return f;
+}
 
 }  // namespace bonfire

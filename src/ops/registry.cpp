@@ -27,6 +27,7 @@ void register_extension_ops(std::vector<OpDef>& ops) {
   std::vector<OpDef> ext;
   register_ext_scan_ops(ext);
   register_ext_expr_ops(ext);
+  register_ext_ring_attention_ops(ext);
   register_ext_qmoe_ops(ext);  // ops/moe_qmoe.cpp
   for (auto& op : ext) {
     op.extension = true;

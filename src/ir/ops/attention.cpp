@@ -123,6 +123,16 @@ void mla_widths(Flow& f) {
 
 // Writes k and v (or the MLA latent) into the slot's caches; returns the
 // cache references to attend over.
+// A sliding-window layer keeps its cache as a ring of `window` rows
+// (ops/ring_attention.cpp) when the window is shorter than the session's
+// context; 0 otherwise (no window, or one as long as the context: full
+// attention, a full cache).
+int64_t ring_rows(Lowerer& L, const json& slot, int64_t layer) {
+  const json& w = slot.contains("window") ? at_layer(slot["window"], layer) : json();
+  const int64_t window = w.is_number_integer() ? w.get<int64_t>() : 0;
+  return window > 0 && window < L.options().ctx ? window : 0;
+}
+
 std::pair<std::string, std::string> write_kv(Lowerer& L, const json& slot, const std::string& k,
                                              const std::string& v, int64_t k_width, int64_t v_width) {
   const std::string name = slot["name"].get<std::string>();
@@ -134,6 +144,9 @@ std::pair<std::string, std::string> write_kv(Lowerer& L, const json& slot, const
     if (!L.skipping() && src < L.options().first_layer)
       L.fail("kv_from reads layer " + std::to_string(src) + ", which is before this stage (first_layer " +
              std::to_string(L.options().first_layer) + "): the model cannot be split there");
+    if (ring_rows(L, slot, src) > 0)
+      L.fail("kv_from reads layer " + std::to_string(src) + ", whose cache is a ring of its sliding window: sharing a "
+             "ring between layers is not implemented by this lowering");
     return {L.state_of_layer(src, name, "k"), v.empty() ? "" : L.state_of_layer(src, name, "v")};
   }
   if (slot.contains("evict") || slot.contains("kv_rows"))
@@ -184,6 +197,18 @@ Value attention_value(Lowerer& L) {
   const int64_t head_dim = L.int_field("head_dim", 1);
   const Value q = L.input(0), k = L.input(1), v = L.input(2);
   const json p = attention_params(L, heads, kv_heads, head_dim);
+  const bool shared = slot.contains("kv_from") && at_layer(slot["kv_from"], L.layer()).is_number_integer();
+  if (const int64_t ring = ring_rows(L, slot, L.layer()); ring > 0 && !shared) {
+    const int64_t window = p.value("window", int64_t(0));
+    if (window <= 0 || window > ring + 1)
+      L.fail("attention window " + std::to_string(window) + " on layer " + std::to_string(L.layer()) +
+             " does not fit its slot's ring of " + std::to_string(ring) + " rows (the slot's window)");
+    if (!p.value("causal", true)) L.fail("a sliding-window cache (a ring) serves causal attention only");
+    const std::string name = slot["name"].get<std::string>();
+    const std::string kr = L.state(name, "k", {ring, kv_heads * head_dim});
+    const std::string vr = L.state(name, "v", {ring, kv_heads * head_dim});
+    return {L.emit("ring_attention", {q.ref, kr, vr, k.ref, v.ref}, p, "attention"), heads * head_dim};
+  }
   auto [kc, vc] = write_kv(L, slot, k.ref, v.ref, kv_heads * head_dim, kv_heads * head_dim);
   return {L.emit("attention", {q.ref, visible_rows(L, p, kc), visible_rows(L, p, vc)}, p), heads * head_dim};
 }
