@@ -268,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="phi3 only: LongRoPE rope_scaling (long/short factors) with original context N; the GGUF "
                          "gets the converter's layout: rope_factors_{long,short}.weight and rope.scaling.attn_factor, "
                          "no rope.scaling.type")
+    ap.add_argument("--ctx", type=int, metavar="N",
+                    help="config.json's max_position_embeddings (the model's context), for families that have it")
     ap.add_argument("--mla", metavar="R,P,N,V",
                     help="deepseek_v3 only: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim (default "
                          "32,16,32,32; DeepSeek-V3's own are 512,64,128,128)")
@@ -310,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
             cfg = family.set_sliding_window(cfg, args.sliding_window)
         except ValueError as e:
             ap.error(str(e))
+    if args.ctx is not None:
+        if "max_position_embeddings" not in cfg or args.ctx < 1:
+            ap.error(f"--ctx: {args.family}'s config has no max_position_embeddings (or N < 1)")
+        cfg["max_position_embeddings"] = args.ctx
     if args.mla is not None:
         if args.family != "deepseek_v3":
             ap.error("--mla is for --family deepseek_v3")

@@ -27,7 +27,8 @@ inline std::string writer_args_suffix(const std::vector<std::string>& args) {
       {"--sliding-window", "sw"}, {"--layers", "l"},      {"--hidden", "h"},         {"--heads", "nh"},
       {"--kv-heads", "kv"},       {"--head-dim", "hd"},   {"--intermediate", "ff"},  {"--experts", "e"},
       {"--experts-used", "eu"},   {"--moe-intermediate", "mff"}, {"--vocab", "v"},   {"--vocab-multiple", "vm"},
-      {"--seed", "s"},            {"--std", "std"},       {"--dtype", "dt"},           {"--pre", "pre"}};
+      {"--seed", "s"},            {"--std", "std"},       {"--dtype", "dt"},           {"--pre", "pre"},
+      {"--ctx", "ctx"}};
   auto plain = [](const std::string& v) {
     if (v.empty()) return false;
     for (char c : v)

@@ -10,6 +10,7 @@
 #include "core/file.h"
 #include "graph/profile.h"
 #include "ir/generation.h"
+#include "ir/kv_memory.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
 #include "ir/perplexity.h"
@@ -102,6 +103,7 @@ int generate(const Options& o) {
                     t["decodeTokensPerSecond"].get<double>());
       std::cerr << line;
     }
+    std::cerr << ir::kv_memory(model->ir(), model->ctx(), &model->weights()).summary() << "\n";
     if (o.profile) std::cerr << profile_report();
   });
 }

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "ir/kv_memory.h"
 #include "ir/lower.h"
 
 namespace bonfire::net {
@@ -67,6 +68,7 @@ void ServedModel::measure_layers() {
   o.tokens = 1;
   o.ctx = local_->ctx();
   count(ir::lower(local_->ir(), o, &local_->weights()));
+  kv_ = ir::kv_memory(local_->ir(), local_->ctx(), &local_->weights()).to_json();
 }
 
 int64_t ServedModel::total_bytes() const {
@@ -88,6 +90,7 @@ json ServedModel::describe() const {
           {"vocab", m["vocab"]},
           {"ctx", local_->ctx()},
           {"bytes", total_bytes()},
+          {"kv", kv_},
           {"chatTemplate", chat_template_.has_value()},
           {"files", fingerprint_.to_json()["files"]}};
 }

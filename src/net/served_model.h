@@ -113,6 +113,7 @@ class ServedModel {
   int64_t n_layers_ = 0;
   std::vector<int64_t> layer_bytes_;  // weights and state of each layer
   int64_t edge_bytes_ = 0;            // embedding and head
+  nlohmann::json kv_;                 // ir::kv_memory at the served context, for describe()
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const StepGraph>> graphs_;
   std::unique_ptr<StepScheduler> scheduler_;
