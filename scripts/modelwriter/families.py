@@ -1337,7 +1337,107 @@ class Lfm2(Family):
             "model.embed_tokens.weight": "token_embd.weight", "model.embedding_norm.weight": "token_embd_norm.weight"})
 
 
+class Olmo2(Family):
+    """OLMo 2 (1B/7B layout): no pre-norms, post-norms on both sublayers, q/k
+    RMSNorms over the whole projection; the converter copies tensors as they
+    are (no q/k row permutation: llama.cpp rotates OLMo 2 NeoX-style)."""
+    model_type, gguf_arch = "olmo2", "olmo2"
+    arch = "Olmo2ForCausalLM"
+
+    def config(self, d):
+        return llama_like_config(d, model_type="olmo2", arch=self.arch, rope_theta=500000.0, tie=False, rms_eps=1e-6,
+                                 extra={"max_position_embeddings": 4096})
+
+    def hf_tensors(self, cfg, w):
+        H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        hd = H // nh
+        w.add("model.embed_tokens.weight", (V, H))
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
+            w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
+            w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
+            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+            w.add(p + "self_attn.q_norm.weight", (nh * hd,), "norm")
+            w.add(p + "self_attn.k_norm.weight", (nkv * hd,), "norm")
+            w.add(p + "post_attention_layernorm.weight", (H,), "norm")
+            w.add(p + "mlp.gate_proj.weight", (F, H))
+            w.add(p + "mlp.up_proj.weight", (F, H))
+            w.add(p + "mlp.down_proj.weight", (H, F))
+            w.add(p + "post_feedforward_layernorm.weight", (H,), "norm")
+        w.add("model.norm.weight", (H,), "norm")
+        w.add("lm_head.weight", (V, H))
+
+    def gguf_params(self, cfg):
+        return base_params(self.gguf_arch, cfg)
+
+    def gguf_tensors(self, cfg, t):
+        layer_map = dict(LLAMA_LAYER_MAP)
+        layer_map.pop("post_attention_layernorm.weight")
+        layer_map.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
+                          "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
+        return rename_layers(t, MODEL_LAYER_RE, layer_map, LLAMA_GLOBALS)
+
+
+class Starcoder2(Family):
+    """StarCoder2 (3B layout): LayerNorms with biases, biased q/k/v/o and a
+    c_fc -> GELU(tanh) -> c_proj MLP with biases, tied embeddings; the
+    converter copies tensors as they are (NeoX-style rope in llama.cpp)."""
+    model_type, gguf_arch = "starcoder2", "starcoder2"
+    arch = "Starcoder2ForCausalLM"
+
+    def config(self, d):
+        cfg = {
+            "architectures": [self.arch], "attention_dropout": 0.1, "bos_token_id": d.bos_id,
+            "embedding_dropout": 0.1, "eos_token_id": d.eos_id, "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": d.hidden, "initializer_range": 0.018042, "intermediate_size": d.ff,
+            "max_position_embeddings": 16384, "model_type": "starcoder2", "norm_epsilon": 1e-5,
+            "num_attention_heads": d.heads, "num_hidden_layers": d.layers, "num_key_value_heads": d.kv_heads,
+            "residual_dropout": 0.1, "rope_theta": 999999.4420358813, "sliding_window": 4096,
+            "tie_word_embeddings": True, "use_bias": True, "use_cache": True, "vocab_size": d.vocab,
+        }
+        return dict(sorted(cfg.items()))
+
+    def hf_tensors(self, cfg, w):
+        H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        hd = H // nh
+        w.add("model.embed_tokens.weight", (V, H))
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            for ln in ("input_layernorm", "post_attention_layernorm"):
+                w.add(p + ln + ".weight", (H,), "norm")
+                w.add(p + ln + ".bias", (H,))
+            for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
+                w.add(p + f"self_attn.{proj}.weight", (rows, H))
+                w.add(p + f"self_attn.{proj}.bias", (rows,))
+            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+            w.add(p + "self_attn.o_proj.bias", (H,))
+            w.add(p + "mlp.c_fc.weight", (F, H))
+            w.add(p + "mlp.c_fc.bias", (F,))
+            w.add(p + "mlp.c_proj.weight", (H, F))
+            w.add(p + "mlp.c_proj.bias", (H,))
+        w.add("model.norm.weight", (H,), "norm")
+        w.add("model.norm.bias", (H,))
+        if not cfg["tie_word_embeddings"]:
+            w.add("lm_head.weight", (V, H))
+
+    def gguf_params(self, cfg):
+        return base_params(self.gguf_arch, cfg)
+
+    def gguf_tensors(self, cfg, t):
+        layer_map = {}
+        for hf, gg in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
+                       ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"), ("self_attn.v_proj", "attn_v"),
+                       ("self_attn.o_proj", "attn_output"), ("mlp.c_fc", "ffn_up"), ("mlp.c_proj", "ffn_down")):
+            for suffix in ("weight", "bias"):
+                layer_map[f"{hf}.{suffix}"] = f"{gg}.{suffix}"
+        return rename_layers(t, MODEL_LAYER_RE, layer_map, dict(LLAMA_GLOBALS, **{"model.norm.bias": "output_norm.bias"}))
+
+
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Llama(), Mistral(), Mixtral(), Qwen2(), Qwen2Moe(), Qwen3(), Qwen3Moe(), Gemma(), Gemma2(), Gemma3Text(),
-    Phi3(), GPT2(), GPTNeoX(), Falcon(), Bloom(), Mpt(), Olmoe(), Granite(), DeepseekV3(), Lfm2())}
+    Phi3(), GPT2(), GPTNeoX(), Falcon(), Bloom(), Mpt(), Olmoe(), Granite(), DeepseekV3(), Lfm2(), Olmo2(),
+    Starcoder2())}
 

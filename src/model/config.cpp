@@ -306,6 +306,19 @@ void lfm2(const json& j, ModelConfig& c) {
   c.qk_norm = true;
 }
 
+void olmo2(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.qk_norm = true;  // q_norm and k_norm over the whole projection
+}
+
+void starcoder2(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"norm_epsilon", "layer_norm_epsilon"}, 1e-5, c.source);
+  c.attention_bias = c.mlp_bias = get_bool(j, {"use_bias"}, true);
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+}
+
 struct Family {
   const char* name;
   FamilyFn fn;
@@ -317,6 +330,7 @@ const Family kFamilies[] = {
     {"gemma2", gemma},       {"gemma3_text", gemma},         {"phi3", phi3},            {"gpt2", gpt2},
     {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
     {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
+    {"olmo2", olmo2},        {"starcoder2", starcoder2},
 };
 
 void check_config(const ModelConfig& c) {

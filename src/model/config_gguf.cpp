@@ -25,7 +25,8 @@ const ArchName kArchs[] = {
     {"qwen3moe", "qwen3_moe"}, {"gemma", "gemma"},    {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},
     {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
     {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
-    {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},
+    {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},     {"olmo2", "olmo2"},
+    {"starcoder2", "starcoder2"},
 };
 
 class Keys {
@@ -195,7 +196,9 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   }
   if (arch == "deepseek2") c.rope_interleaved = true;  // llama.cpp rotates DeepSeek's pairs (2i, 2i+1)
   if (arch == "gptneox") c.parallel_residual = k.flag("use_parallel_residual", true);
-  if (c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "olmoe" || c.family == "lfm2") c.qk_norm = true;
+  if (c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "olmoe" || c.family == "lfm2" || c.family == "olmo2")
+    c.qk_norm = true;
+  if (c.family == "starcoder2") c.hidden_act = "gelu_pytorch_tanh";
   if (c.family == "gpt2" || c.family == "bloom") c.hidden_act = "gelu_new";
   if (c.family == "gpt_neox" || c.family == "falcon") c.hidden_act = "gelu";
   if (c.family == "mpt") c.hidden_act = "gelu_exact";

@@ -79,7 +79,27 @@ const std::map<std::string, ArchNames>& arch_table() {
         {"ffn_gate", "mlp.gate_proj"},            {"ffn_up", "mlp.up_proj"},
         {"ffn_down", "mlp.down_proj"},
     };
+    // OLMo 2 norms the sublayers' outputs only: its post_attention_layernorm
+    // is the attention output's norm (GGUF post_attention_norm).
+    const Rules olmo2_block = {
+        {"attn_q", "self_attn.q_proj"},           {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},           {"attn_output", "self_attn.o_proj"},
+        {"attn_q_norm", "self_attn.q_norm"},      {"attn_k_norm", "self_attn.k_norm"},
+        {"post_attention_norm", "post_attention_layernorm"}, {"post_ffw_norm", "post_feedforward_layernorm"},
+        {"ffn_gate", "mlp.gate_proj"},            {"ffn_up", "mlp.up_proj"},
+        {"ffn_down", "mlp.down_proj"},
+    };
     t["llama"] = {"model.layers.", kDecoderGlobal, join({kDecoderBlock, mixtral})};
+    t["olmo2"] = {"model.layers.", kDecoderGlobal, olmo2_block};
+    t["starcoder2"] = {"model.layers.", kDecoderGlobal,
+                       {{"attn_norm", "input_layernorm"},
+                        {"attn_q", "self_attn.q_proj"},
+                        {"attn_k", "self_attn.k_proj"},
+                        {"attn_v", "self_attn.v_proj"},
+                        {"attn_output", "self_attn.o_proj"},
+                        {"ffn_norm", "post_attention_layernorm"},
+                        {"ffn_up", "mlp.c_fc"},
+                        {"ffn_down", "mlp.c_proj"}}};
     t["granite"] = {"model.layers.", kDecoderGlobal, kDecoderBlock};
     t["qwen2"] = {"model.layers.", kDecoderGlobal, kDecoderBlock};
     t["qwen3"] = {"model.layers.", kDecoderGlobal, kDecoderBlock};

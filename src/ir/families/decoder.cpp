@@ -94,19 +94,20 @@ class Block {
     return a;
   }
 
-  void attention(const json& on) {
+  // `in` is the normed hidden state ("h"), or "x" itself when the layer has no pre-norm.
+  void attention(const json& on, const std::string& in) {
     const int64_t H = s_.heads, KV = s_.kv_heads, hd = s_.head_dim;
     if (!s_.fused.weight.empty()) {
-      json lin = {{"op", "linear"}, {"in", {"h"}}, {"out", "qkv"}, {"weight", s_.layer + s_.fused.weight}};
+      json lin = {{"op", "linear"}, {"in", {in}}, {"out", "qkv"}, {"weight", s_.layer + s_.fused.weight}};
       if (!s_.fused.bias.empty()) lin["bias"] = s_.layer + s_.fused.bias;
       add(lin, on);
       json split = {{"op", "split"}, {"in", {"qkv"}}, {"out", {"q", "k", "v"}}, {"sizes", s_.fused.sizes}};
       if (s_.fused.groups > 1) split["groups"] = s_.fused.groups;
       add(split, on);
     } else {
-      add(linear("h", "q", s_.q, s_.qkv_bias), on);
-      add(linear("h", "k", s_.k, s_.qkv_bias), on);
-      add(linear("h", "v", s_.v, s_.qkv_bias), on);
+      add(linear(in, "q", s_.q, s_.qkv_bias), on);
+      add(linear(in, "k", s_.k, s_.qkv_bias), on);
+      add(linear(in, "v", s_.v, s_.qkv_bias), on);
     }
     if (!s_.q_norm.empty()) {
       add(rmsnorm("q", "q", s_.q_norm, s_.qk_norm_per_head ? hd : 0), on);
@@ -118,18 +119,18 @@ class Block {
 
   // DeepSeek: low-rank q (or a plain q_proj), the compressed kv latent and
   // its shared rotary key part.
-  void mla(const json& on) {
+  void mla(const json& on, const std::string& in) {
     const int64_t H = s_.heads;
     if (s_.q_lora_rank > 0) {
-      add(linear("h", "qa", "self_attn.q_a_proj", false), on);
+      add(linear(in, "qa", "self_attn.q_a_proj", false), on);
       add(rmsnorm("qa", "qa", "self_attn.q_a_layernorm"), on);
       add(linear("qa", "q", "self_attn.q_b_proj", false), on);
     } else {
-      add(linear("h", "q", "self_attn.q_proj", false), on);
+      add(linear(in, "q", "self_attn.q_proj", false), on);
     }
     add({{"op", "split"}, {"in", {"q"}}, {"out", {"q_nope", "q_pe"}}, {"sizes", {s_.qk_nope, s_.qk_rope}},
          {"groups", H}}, on);
-    add(linear("h", "kva", "self_attn.kv_a_proj_with_mqa", false), on);
+    add(linear(in, "kva", "self_attn.kv_a_proj_with_mqa", false), on);
     add({{"op", "split"}, {"in", {"kva"}}, {"out", {"c", "k_pe"}}, {"sizes", {s_.kv_lora_rank, s_.qk_rope}}}, on);
     add(rmsnorm("c", "c", "self_attn.kv_a_layernorm"), on);
     add(rope_node(s_, {"q_pe", "k_pe"}, H, 1, s_.qk_rope, s_.qk_rope), on);
@@ -142,9 +143,9 @@ class Block {
   }
 
   // LFM2's gated short convolution; defines "o" as the attention output does.
-  void short_conv(const json& on) {
+  void short_conv(const json& on, const std::string& in) {
     const int64_t d = s_.d;
-    add(linear("h", "bcx", s_.conv_in, false), on);
+    add(linear(in, "bcx", s_.conv_in, false), on);
     add({{"op", "split"}, {"in", {"bcx"}}, {"out", {"cb", "cc", "cx"}}, {"sizes", {d, d, d}}}, on);
     add(op("mul", {"cb", "cx"}, "bx"), on);
     add({{"op", "conv1d_causal"}, {"in", {"bx"}}, {"out", "cv"}, {"state", "conv"}, {"weight", s_.layer + s_.conv + ".weight"},
@@ -236,23 +237,25 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   std::vector<bool> attn_on(L, true), conv_on(L, false);
   for (int64_t l = 0; l < L && s.conv_layer.size() == size_t(L); ++l) attn_on[l] = !(conv_on[l] = s.conv_layer[l]);
   const json attn_apply = apply_on(attn_on), conv_apply = apply_on(conv_on);
-  b.add(nodes.norm_node("x", "h", s.attn_norm), always);
+  // Without a pre-norm (OLMo 2) the sublayers read x itself.
+  const std::string h = s.attn_norm.empty() ? "x" : "h";
+  if (!s.attn_norm.empty()) b.add(nodes.norm_node("x", "h", s.attn_norm), always);
   if (attn_apply != json(false)) {
     if (s.mla)
-      b.mla(attn_apply);
+      b.mla(attn_apply, h);
     else
-      b.attention(attn_apply);
+      b.attention(attn_apply, h);
     b.add(b.linear("attn", "o", s.o, s.o_bias), attn_apply);
   }
-  if (conv_apply != json(false)) b.short_conv(conv_apply);
+  if (conv_apply != json(false)) b.short_conv(conv_apply, h);
   if (!s.post_attn_norm.empty()) b.add(nodes.norm_node("o", "o", s.post_attn_norm), always);
   if (s.residual_scale != 1) b.add(affine("o", "o", s.residual_scale, 0), always);
-  std::string mlp_in = "h2";
+  std::string mlp_in = s.ffn_norm.empty() ? "x" : "h2";
   if (s.parallel.empty()) {
     b.add(Block::op("add", {"x", "o"}, "x"), always);
-    b.add(nodes.norm_node("x", "h2", s.ffn_norm), always);
+    if (!s.ffn_norm.empty()) b.add(nodes.norm_node("x", "h2", s.ffn_norm), always);
   } else if (s.parallel == "shared") {
-    mlp_in = "h";
+    mlp_in = h;
   } else {
     b.add(nodes.norm_node("x", "h2", s.ffn_norm), always);
   }

@@ -37,8 +37,8 @@ struct DecoderSpec {
   double eps = 1e-6;
   double norm_offset = 0;                   // Gemma: weight stored as w - 1
   std::string layer = "model.layers.{i}.";  // prefix of every per-layer name
-  std::string attn_norm = "input_layernorm";
-  std::string ffn_norm = "post_attention_layernorm";
+  std::string attn_norm = "input_layernorm";   // "": no norm before attention (OLMo 2)
+  std::string ffn_norm = "post_attention_layernorm";  // "": no norm before the MLP
   std::string post_attn_norm, post_ffn_norm;  // Gemma 2/3 sandwich norms
   // "" (sequential), "shared" (attention and MLP read one norm of x),
   // "two_norms" (each its own norm of x; NeoX, Falcon-40B).

@@ -32,5 +32,7 @@ nlohmann::json granite_ir(const ModelConfig& c);
 nlohmann::json deepseek_v3_ir(const ModelConfig& c);
 nlohmann::json lfm2_ir(const ModelConfig& c);
 nlohmann::json mpt_ir(const ModelConfig& c);
+nlohmann::json olmo2_ir(const ModelConfig& c);
+nlohmann::json starcoder2_ir(const ModelConfig& c);
 
 }  // namespace bonfire::ir
