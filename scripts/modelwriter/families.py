@@ -1436,8 +1436,126 @@ class Starcoder2(Family):
         return rename_layers(t, MODEL_LAYER_RE, layer_map, dict(LLAMA_GLOBALS, **{"model.norm.bias": "output_norm.bias"}))
 
 
+class Jamba(Family):
+    """Jamba (Mini-Jamba layout): Mamba (selective-scan) layers and attention
+    layers without rope in one stack (attention on layers offset, offset +
+    period, ...), a mixture of experts on every expert_layer_period-th layer.
+    The converter writes head_count_kv per layer (0 on Mamba layers), A_log as
+    A = -exp(A_log), the conv weight squeezed to [d_inner, d_conv], and the
+    experts stacked (qwen2moe's merged names)."""
+    model_type, gguf_arch, tokenizer_kind = "jamba", "jamba", "spm-llama"
+    tokenizer_class = "LlamaTokenizer"
+    arch = "JambaForCausalLM"
+
+    def config(self, d):
+        cfg = {
+            "architectures": [self.arch], "attention_dropout": 0.0, "attn_layer_offset": 1, "attn_layer_period": 2,
+            "bos_token_id": d.bos_id, "eos_token_id": d.eos_id, "expert_layer_offset": 0, "expert_layer_period": 2,
+            "hidden_act": "silu", "hidden_size": d.hidden, "initializer_range": 0.02, "intermediate_size": d.ff,
+            "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": -(d.hidden // -16),
+            "mamba_expand": 2, "mamba_proj_bias": False, "max_position_embeddings": 262144, "model_type": "jamba",
+            "num_attention_heads": d.heads, "num_experts": d.experts, "num_experts_per_tok": d.experts_used,
+            "num_hidden_layers": d.layers, "num_key_value_heads": d.kv_heads, "num_logits_to_keep": 1,
+            "output_router_logits": False, "rms_norm_eps": 1e-6, "router_aux_loss_coef": 0.001,
+            "sliding_window": None, "tie_word_embeddings": False, "use_cache": True, "use_mamba_kernels": False,
+            "vocab_size": d.vocab,
+        }
+        if d.pad_id is not None:
+            cfg["pad_token_id"] = d.pad_id
+        return dict(sorted(cfg.items()))
+
+    @staticmethod
+    def is_attention(cfg, i):
+        return i >= cfg["attn_layer_offset"] and (i - cfg["attn_layer_offset"]) % cfg["attn_layer_period"] == 0
+
+    @staticmethod
+    def is_moe(cfg, i):
+        return i >= cfg["expert_layer_offset"] and (i - cfg["expert_layer_offset"]) % cfg["expert_layer_period"] == 0
+
+    def hf_tensors(self, cfg, w):
+        H, V, F, E = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"], cfg["num_experts"]
+        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        hd = H // nh
+        DI, N, R, K = cfg["mamba_expand"] * H, cfg["mamba_d_state"], cfg["mamba_dt_rank"], cfg["mamba_d_conv"]
+        w.add("model.embed_tokens.weight", (V, H))
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w.add(p + "input_layernorm.weight", (H,), "norm")
+            if self.is_attention(cfg, i):
+                w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
+                w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
+                w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
+                w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+            else:
+                m = p + "mamba."
+                w.add(m + "in_proj.weight", (2 * DI, H))
+                w.add(m + "conv1d.weight", (DI, 1, K))
+                w.add(m + "conv1d.bias", (DI,))
+                w.add(m + "x_proj.weight", (R + 2 * N, DI))
+                w.add(m + "dt_proj.weight", (DI, R))
+                w.add(m + "dt_proj.bias", (DI,))
+                w.add(m + "A_log", (DI, N), "norm")   # near 1: A = -exp(A_log) near -2.7
+                w.add(m + "D", (DI,), "norm")
+                w.add(m + "out_proj.weight", (H, DI))
+                w.add(m + "dt_layernorm.weight", (R,), "norm")
+                w.add(m + "b_layernorm.weight", (N,), "norm")
+                w.add(m + "c_layernorm.weight", (N,), "norm")
+            w.add(p + "pre_ff_layernorm.weight", (H,), "norm")
+            f = p + "feed_forward."
+            if self.is_moe(cfg, i):
+                w.add(f + "router.weight", (E, H))
+                for e in range(E):
+                    w.add(f + f"experts.{e}.gate_proj.weight", (F, H))
+                    w.add(f + f"experts.{e}.up_proj.weight", (F, H))
+                    w.add(f + f"experts.{e}.down_proj.weight", (H, F))
+            else:
+                w.add(f + "gate_proj.weight", (F, H))
+                w.add(f + "up_proj.weight", (F, H))
+                w.add(f + "down_proj.weight", (H, F))
+        w.add("model.final_layernorm.weight", (H,), "norm")
+        w.add("lm_head.weight", (V, H))
+
+    def gguf_params(self, cfg):
+        a, H = self.gguf_arch, cfg["hidden_size"]
+        n_kv = [cfg["num_key_value_heads"] if self.is_attention(cfg, i) else 0 for i in range(cfg["num_hidden_layers"])]
+        return [kv_u32(f"{a}.block_count", cfg["num_hidden_layers"]),
+                kv_u32(f"{a}.context_length", cfg["max_position_embeddings"]),
+                kv_u32(f"{a}.embedding_length", H), kv_u32(f"{a}.feed_forward_length", cfg["intermediate_size"]),
+                kv_u32(f"{a}.attention.head_count", cfg["num_attention_heads"]),
+                kv_arr(f"{a}.attention.head_count_kv", VT.INT32, n_kv),
+                kv_u32(f"{a}.ssm.conv_kernel", cfg["mamba_d_conv"]),
+                kv_u32(f"{a}.ssm.inner_size", cfg["mamba_expand"] * H),
+                kv_u32(f"{a}.ssm.state_size", cfg["mamba_d_state"]),
+                kv_u32(f"{a}.ssm.time_step_rank", cfg["mamba_dt_rank"]),
+                kv_f32(f"{a}.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"]),
+                kv_u32(f"{a}.expert_count", cfg["num_experts"]),
+                kv_u32(f"{a}.expert_used_count", cfg["num_experts_per_tok"]), FILE_TYPE_PLACEHOLDER]
+
+    def gguf_tensors(self, cfg, t):
+        t = {k: (-np.exp(v.astype(np.float32)) if k.endswith(".A_log") else
+                 v.reshape(v.shape[0], v.shape[2]) if k.endswith("conv1d.weight") else v) for k, v in t.items()}
+        t = stack_experts(t, r"model\.layers\.{bid}\.feed_forward\.experts\.{xid}\.{w}\.weight",
+                          "model.layers.{bid}.mlp.experts.{w}.weight", ("down_proj", "gate_proj", "up_proj"))
+        layer_map = {
+            "input_layernorm.weight": "attn_norm.weight", "pre_ff_layernorm.weight": "ffn_norm.weight",
+            "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+            "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+            "mamba.in_proj.weight": "ssm_in.weight", "mamba.conv1d.weight": "ssm_conv1d.weight",
+            "mamba.conv1d.bias": "ssm_conv1d.bias", "mamba.x_proj.weight": "ssm_x.weight",
+            "mamba.dt_proj.weight": "ssm_dt.weight", "mamba.dt_proj.bias": "ssm_dt.bias", "mamba.A_log": "ssm_a",
+            "mamba.D": "ssm_d", "mamba.out_proj.weight": "ssm_out.weight",
+            "mamba.dt_layernorm.weight": "ssm_dt_norm.weight", "mamba.b_layernorm.weight": "ssm_b_norm.weight",
+            "mamba.c_layernorm.weight": "ssm_c_norm.weight", "feed_forward.router.weight": "ffn_gate_inp.weight",
+            "mlp.experts.gate_proj.weight": "ffn_gate_exps.weight", "mlp.experts.up_proj.weight": "ffn_up_exps.weight",
+            "mlp.experts.down_proj.weight": "ffn_down_exps.weight", "feed_forward.gate_proj.weight": "ffn_gate.weight",
+            "feed_forward.up_proj.weight": "ffn_up.weight", "feed_forward.down_proj.weight": "ffn_down.weight"}
+        return rename_layers(t, MODEL_LAYER_RE, layer_map, {
+            "model.embed_tokens.weight": "token_embd.weight", "model.final_layernorm.weight": "output_norm.weight",
+            "lm_head.weight": "output.weight"})
+
+
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Llama(), Mistral(), Mixtral(), Qwen2(), Qwen2Moe(), Qwen3(), Qwen3Moe(), Gemma(), Gemma2(), Gemma3Text(),
     Phi3(), GPT2(), GPTNeoX(), Falcon(), Bloom(), Mpt(), Olmoe(), Granite(), DeepseekV3(), Lfm2(), Olmo2(),
-    Starcoder2())}
+    Starcoder2(), Jamba())}
 

@@ -306,6 +306,32 @@ void lfm2(const json& j, ModelConfig& c) {
   c.qk_norm = true;
 }
 
+// Jamba: attention on layers attn_layer_offset + k·attn_layer_period, Mamba
+// on the others; experts on layers expert_layer_offset + k·expert_layer_period.
+void jamba(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  const std::string& s = c.source;
+  read_moe(j, c);
+  c.conv_kernel = get_int(j, {"mamba_d_conv"}, 4, s);
+  c.ssm_state = get_int(j, {"mamba_d_state"}, 16, s);
+  c.ssm_inner = get_int(j, {"mamba_expand"}, 2, s) * c.hidden_size;
+  const json* rank = find_key(j, {"mamba_dt_rank"});
+  c.ssm_dt_rank = rank && rank->is_number_integer() ? rank->get<int64_t>() : (c.hidden_size + 15) / 16;  // "auto"
+  if (get_bool(j, {"mamba_proj_bias"}, false) || !get_bool(j, {"mamba_conv_bias"}, true))
+    fail(s, "Jamba with mamba_proj_bias = true or mamba_conv_bias = false is not supported (llama.cpp's layout has "
+            "a conv bias and no projection biases)");
+  const int64_t a_off = get_int(j, {"attn_layer_offset"}, 4, s), a_per = get_int(j, {"attn_layer_period"}, 8, s);
+  const int64_t e_off = get_int(j, {"expert_layer_offset"}, 1, s), e_per = get_int(j, {"expert_layer_period"}, 2, s);
+  if (a_per < 1 || e_per < 1 || a_off < 0 || e_off < 0)
+    fail(s, "attn_layer_period/offset and expert_layer_period/offset must be a positive period and an offset >= 0");
+  c.layer_types.clear();
+  c.mlp_only_layers.clear();
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    c.layer_types.push_back(i >= a_off && (i - a_off) % a_per == 0 ? "full_attention" : "mamba");
+    if (!(i >= e_off && (i - e_off) % e_per == 0)) c.mlp_only_layers.push_back(i);
+  }
+}
+
 void olmo2(const json& j, ModelConfig& c) {
   read_common(j, c);
   c.qk_norm = true;  // q_norm and k_norm over the whole projection
@@ -330,7 +356,7 @@ const Family kFamilies[] = {
     {"gemma2", gemma},       {"gemma3_text", gemma},         {"phi3", phi3},            {"gpt2", gpt2},
     {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
     {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
-    {"olmo2", olmo2},        {"starcoder2", starcoder2},
+    {"olmo2", olmo2},        {"starcoder2", starcoder2},      {"jamba", jamba},
 };
 
 void check_config(const ModelConfig& c) {
@@ -487,6 +513,9 @@ TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int6
       if (is({"self_attn", "q_proj", "weight"}) || is({"attn_q", "weight"})) first(q_layer, c.q);
       if (is({"self_attn", "k_proj", "weight"}) || is({"attn_k", "weight"})) first(k_layer, c.k);
       if (is({"mlp", "up_proj", "weight"}) || is({"ffn_up", "weight"})) first(up_layer, c.up);
+      if (is({"ffn_gate_inp", "weight"}) &&
+          std::find(c.router_layers.begin(), c.router_layers.end(), layer) == c.router_layers.end())
+        c.router_layers.push_back(layer);
       for (size_t i = after; i + 1 < seg.size(); ++i)
         if (seg[i] == "experts" && !seg[i + 1].empty() && seg[i + 1].size() <= 9 &&
             seg[i + 1].find_first_not_of("0123456789") == std::string::npos)
@@ -580,6 +609,9 @@ void check_config_sizes(const ModelConfig& c, const TensorCensus* have) {
                                 {c.v_head_dim, "v_head_dim"}})
     range(v, name, 0, 64 * K);
   range(c.conv_kernel, "conv_L_cache", 0, K);
+  range(c.ssm_inner, "mamba_expand * hidden_size", 0, 1024 * K);
+  range(c.ssm_state, "mamba_d_state", 0, 64 * K);
+  range(c.ssm_dt_rank, "mamba_dt_rank", 0, 64 * K);
   for (int64_t l : c.mlp_only_layers) range(l, "mlp_only_layers[]", 0, std::max<int64_t>(c.n_layers - 1, 0));
   if (!(c.partial_rotary_factor >= 0 && c.partial_rotary_factor <= 1))
     fail(src, "partial_rotary_factor = " + std::to_string(c.partial_rotary_factor) + " is out of range (0 to 1)");

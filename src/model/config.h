@@ -86,8 +86,13 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t v_head_dim = 0;
 
-  // LFM2 short convolutions.
+  // LFM2 short convolutions; Mamba's causal conv (mamba_d_conv).
   int64_t conv_kernel = 0;
+
+  // Mamba (selective-scan) layers: Jamba's, where layer_types says "mamba".
+  int64_t ssm_inner = 0;    // d_inner = mamba_expand * hidden_size
+  int64_t ssm_state = 0;    // d_state
+  int64_t ssm_dt_rank = 0;  // the time step's low rank
 
   // Special tokens (generation_config.json adds to these).
   int64_t bos_token_id = -1;
@@ -112,6 +117,7 @@ struct TensorCensus {
     bool found() const { return !name.empty(); }
   };
   Named embed, output, positions, q, k, up;
+  std::vector<int64_t> router_layers;  // layers with a MoE router (GGUF ffn_gate_inp), in order
 };
 TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors);
 

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include <algorithm>
+
 #include "model/config.h"
 
 namespace bonfire {
@@ -26,7 +28,7 @@ const ArchName kArchs[] = {
     {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
     {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
     {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},     {"olmo2", "olmo2"},
-    {"starcoder2", "starcoder2"},
+    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},
 };
 
 class Keys {
@@ -202,10 +204,22 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   if (c.family == "gpt2" || c.family == "bloom") c.hidden_act = "gelu_new";
   if (c.family == "gpt_neox" || c.family == "falcon") c.hidden_act = "gelu";
   if (c.family == "mpt") c.hidden_act = "gelu_exact";
-  if (c.family == "lfm2") {
-    // Conv layers announce no KV heads in the per-layer array.
+  if (c.family == "lfm2" || c.family == "jamba") {
+    // Conv (LFM2) and Mamba (Jamba) layers announce no KV heads in the per-layer array.
+    const char* other = c.family == "lfm2" ? "conv" : "mamba";
     if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
-      for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : "conv");
+      for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : other);
+  }
+  if (c.family == "jamba") {
+    c.conv_kernel = k.integer("ssm.conv_kernel", 4);
+    c.ssm_inner = k.integer("ssm.inner_size", 0);
+    c.ssm_state = k.integer("ssm.state_size", 0);
+    c.ssm_dt_rank = k.integer("ssm.time_step_rank", 0);
+    // llama.cpp gives a layer experts where the file has a router for it.
+    if (have && !have->router_layers.empty())
+      for (int64_t i = 0; i < c.n_layers; ++i)
+        if (std::find(have->router_layers.begin(), have->router_layers.end(), i) == have->router_layers.end())
+          c.mlp_only_layers.push_back(i);
   }
 
   auto id = [&](const char* key) {

@@ -1,6 +1,7 @@
 #include "model/gguf_names.h"
 
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -91,6 +92,31 @@ const std::map<std::string, ArchNames>& arch_table() {
     };
     t["llama"] = {"model.layers.", kDecoderGlobal, join({kDecoderBlock, mixtral})};
     t["olmo2"] = {"model.layers.", kDecoderGlobal, olmo2_block};
+    t["jamba"] = {"model.layers.",
+                  {{"token_embd", "model.embed_tokens"}, {"output_norm", "model.final_layernorm"}, {"output", "lm_head"}},
+                  join({{{"attn_norm", "input_layernorm"},
+                         {"attn_q", "self_attn.q_proj"},
+                         {"attn_k", "self_attn.k_proj"},
+                         {"attn_v", "self_attn.v_proj"},
+                         {"attn_output", "self_attn.o_proj"},
+                         {"ffn_norm", "pre_ff_layernorm"},
+                         {"ssm_in", "mamba.in_proj"},
+                         {"ssm_conv1d", "mamba.conv1d"},
+                         {"ssm_x", "mamba.x_proj"},
+                         {"ssm_dt", "mamba.dt_proj"},
+                         {"ssm_a", "mamba.A_log"},  // whole names: no ".weight"; A = -exp(A_log) undone on load
+                         {"ssm_d", "mamba.D"},
+                         {"ssm_out", "mamba.out_proj"},
+                         {"ssm_dt_norm", "mamba.dt_layernorm"},
+                         {"ssm_b_norm", "mamba.b_layernorm"},
+                         {"ssm_c_norm", "mamba.c_layernorm"},
+                         {"ffn_gate_inp", "feed_forward.router"},
+                         {"ffn_gate_exps", "feed_forward.experts.{e}.gate_proj"},
+                         {"ffn_up_exps", "feed_forward.experts.{e}.up_proj"},
+                         {"ffn_down_exps", "feed_forward.experts.{e}.down_proj"},
+                         {"ffn_gate", "feed_forward.gate_proj"},
+                         {"ffn_up", "feed_forward.up_proj"},
+                         {"ffn_down", "feed_forward.down_proj"}}})};
     t["starcoder2"] = {"model.layers.", kDecoderGlobal,
                        {{"attn_norm", "input_layernorm"},
                         {"attn_q", "self_attn.q_proj"},
@@ -356,6 +382,18 @@ Tensor unshift_norm(const Tensor& t) {
   return out;
 }
 
+// Mamba's A_log from the A = -exp(A_log) the converter stores (llama.cpp's
+// scan takes A), so one document reads a folder and its GGUF alike.
+Tensor a_log_of(const GgufFile& f, const std::string& name, const Tensor& a) {
+  Tensor out = to_f32(a);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const float v = out.f32()[i];
+    if (!(v < 0)) fail(f, "tensor \"" + name + "\" holds A = -exp(A_log), which must be negative, got " + std::to_string(v));
+    out.f32()[i] = std::log(-v);
+  }
+  return out;
+}
+
 // DeepSeek's kv_b_proj [H*(nope+v), lora], which the converter split into
 // attn_k_b [H, lora, nope] (transposed) and attn_v_b [H, v, lora]. Rebuilt
 // in f32: these are small next to the experts.
@@ -426,6 +464,10 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
         t = unshift_norm(t);
       } else if (arch == "lfm2" && rest == "shortconv.conv.weight" && t.shape.size() == 2) {
         t.shape = {t.shape[0], 1, t.shape[1]};
+      } else if (arch == "jamba" && rest == "ssm_conv1d.weight" && t.shape.size() == 2) {
+        t.shape = {t.shape[0], 1, t.shape[1]};  // squeezed by the converter
+      } else if (arch == "jamba" && rest == "ssm_a") {
+        t = a_log_of(file, ti.name, t);
       }
     }
     store.add(hf, t, file.name());

@@ -154,6 +154,32 @@ class Block {
     add(linear("cy", "o", s_.conv_out, false), on);
   }
 
+  // A Mamba mixer (selective scan); defines "o" as the attention output does.
+  void mamba(const json& on, const std::string& in) {
+    const int64_t DI = s_.ssm_inner, N = s_.ssm_state, R = s_.ssm_dt_rank;
+    const std::string m = s_.mamba;
+    add(linear(in, "mxz", m + "in_proj", false), on);
+    add({{"op", "split"}, {"in", {"mxz"}}, {"out", {"mx", "mz"}}, {"sizes", {DI, DI}}}, on);
+    add({{"op", "conv1d_causal"}, {"in", {"mx"}}, {"out", "mx"}, {"state", "mamba_conv"},
+         {"weight", s_.layer + m + "conv1d.weight"}, {"bias", s_.layer + m + "conv1d.bias"}, {"channels", DI},
+         {"kernel", s_.ssm_conv}}, on);
+    add(op("silu", {"mx"}, "mx"), on);
+    add(linear("mx", "mdbc", m + "x_proj", false), on);
+    add({{"op", "split"}, {"in", {"mdbc"}}, {"out", {"mdt", "mB", "mC"}}, {"sizes", {R, N, N}}}, on);
+    if (s_.mamba_norms) {
+      add(rmsnorm("mdt", "mdt", m + "dt_layernorm"), on);
+      add(rmsnorm("mB", "mB", m + "b_layernorm"), on);
+      add(rmsnorm("mC", "mC", m + "c_layernorm"), on);
+    }
+    add(linear("mdt", "mdt", m + "dt_proj", true), on);
+    add({{"op", "selective_scan"}, {"in", {"mx", "mdt", "mB", "mC"}}, {"out", "my"}, {"state", "ssm"},
+         {"a", s_.layer + m + "A_log"}, {"d", s_.layer + m + "D"}, {"channels", DI}, {"d_state", N},
+         {"dt_softplus", true}}, on);
+    add(op("silu", {"mz"}, "mz"), on);
+    add(op("mul", {"my", "mz"}, "my"), on);
+    add(linear("my", "o", m + "out_proj", false), on);
+  }
+
   void mlp(const std::string& in, const json& on) {
     if (s_.mlp == "gelu" || s_.mlp == "gelu_exact") {
       add(linear(in, "u", s_.up, s_.mlp_bias), on);
@@ -234,9 +260,14 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
     dense_on[l] = !moe_on[l];
   }
   const json always = true;
-  std::vector<bool> attn_on(L, true), conv_on(L, false);
-  for (int64_t l = 0; l < L && s.conv_layer.size() == size_t(L); ++l) attn_on[l] = !(conv_on[l] = s.conv_layer[l]);
-  const json attn_apply = apply_on(attn_on), conv_apply = apply_on(conv_on);
+  // Each layer mixes tokens by attention, or by LFM2's convolution, or by Mamba.
+  std::vector<bool> attn_on(L, true), conv_on(L, false), mamba_on(L, false);
+  for (int64_t l = 0; l < L; ++l) {
+    conv_on[l] = s.conv_layer.size() == size_t(L) && s.conv_layer[l];
+    mamba_on[l] = s.mamba_layer.size() == size_t(L) && s.mamba_layer[l];
+    attn_on[l] = !conv_on[l] && !mamba_on[l];
+  }
+  const json attn_apply = apply_on(attn_on), conv_apply = apply_on(conv_on), mamba_apply = apply_on(mamba_on);
   // Without a pre-norm (OLMo 2) the sublayers read x itself.
   const std::string h = s.attn_norm.empty() ? "x" : "h";
   if (!s.attn_norm.empty()) b.add(nodes.norm_node("x", "h", s.attn_norm), always);
@@ -248,6 +279,7 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
     b.add(b.linear("attn", "o", s.o, s.o_bias), attn_apply);
   }
   if (conv_apply != json(false)) b.short_conv(conv_apply, h);
+  if (mamba_apply != json(false)) b.mamba(mamba_apply, h);
   if (!s.post_attn_norm.empty()) b.add(nodes.norm_node("o", "o", s.post_attn_norm), always);
   if (s.residual_scale != 1) b.add(affine("o", "o", s.residual_scale, 0), always);
   std::string mlp_in = s.ffn_norm.empty() ? "x" : "h2";
@@ -279,6 +311,12 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   if (conv_apply != json(false))
     state.push_back({{"name", "conv"}, {"kind", "recurrent"}, {"op", "conv1d_causal"}, {"dtype", "f32"},
                      {"tensors", {{{"name", "conv"}, {"shape", {s.conv_kernel - 1, s.d}}, {"init", 0}}}}});
+  if (mamba_apply != json(false)) {
+    state.push_back({{"name", "mamba_conv"}, {"kind", "recurrent"}, {"op", "conv1d_causal"}, {"dtype", "f32"},
+                     {"tensors", {{{"name", "conv"}, {"shape", {s.ssm_conv - 1, s.ssm_inner}}, {"init", 0}}}}});
+    state.push_back({{"name", "ssm"}, {"kind", "recurrent"}, {"op", "selective_scan"}, {"dtype", "f32"},
+                     {"tensors", {{{"name", "h"}, {"shape", {s.ssm_inner, s.ssm_state}}, {"init", 0}}}}});
+  }
 
   // Head.
   Nodes head(s);
@@ -304,7 +342,8 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
               {"block", {{"repeat", L}, {"state", state}, {"nodes", nodes.take()}}},
               {"head", {{"nodes", head.take()}}}};
   // Stateful nodes that run on some layers only: the layer_apply extension.
-  if (attn_apply != json(true) || (conv_apply != json(true) && conv_apply != json(false)))
+  auto some_layers = [](const json& apply) { return apply != json(true) && apply != json(false); };
+  if (some_layers(attn_apply) || some_layers(conv_apply) || some_layers(mamba_apply))
     doc["extensions"] = {{"layer_apply", 1}};
   json tok = {{"type", "bpe"}, {"source", "tokenizer.json"}};
   tok["bos"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);

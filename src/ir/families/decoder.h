@@ -91,6 +91,16 @@ struct DecoderSpec {
   std::string conv_in = "conv.in_proj", conv = "conv.conv", conv_out = "conv.out_proj";
   int64_t conv_kernel = 0;
 
+  // Mamba layers instead of attention where mamba_layer[l] holds (Jamba):
+  // in_proj → x, z; x = silu(conv1d_causal(x) + bias); x_proj → dt, B, C
+  // (each RMS-normed with mamba_norms); dt = dt_proj(dt); y =
+  // selective_scan(x, dt, B, C; A_log, D) ⊙ silu(z) → out_proj. Names under
+  // the layer prefix + mamba.
+  std::vector<bool> mamba_layer;
+  std::string mamba = "mamba.";
+  int64_t ssm_inner = 0, ssm_state = 0, ssm_dt_rank = 0, ssm_conv = 0;
+  bool mamba_norms = false;
+
   // DeepSeek multi-head latent attention instead of q/k/v projections.
   bool mla = false;
   int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head_dim = 0;

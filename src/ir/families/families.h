@@ -34,5 +34,6 @@ nlohmann::json lfm2_ir(const ModelConfig& c);
 nlohmann::json mpt_ir(const ModelConfig& c);
 nlohmann::json olmo2_ir(const ModelConfig& c);
 nlohmann::json starcoder2_ir(const ModelConfig& c);
+nlohmann::json jamba_ir(const ModelConfig& c);
 
 }  // namespace bonfire::ir

@@ -1,9 +1,8 @@
 // Sparse mixture-of-experts decoders: Mixtral (block_sparse_moe, w1/w3/w2),
 // Qwen2-MoE (a gated shared expert), Qwen3-MoE and OLMoE (q/k norms).
-#include <algorithm>
-
 #include "ir/families/decoder.h"
 #include "ir/families/families.h"
+#include "ir/families/moe_layers.h"
 
 namespace bonfire::ir {
 
@@ -12,11 +11,7 @@ json moe_ir(const ModelConfig& c) {
   s.n_experts = c.n_experts;
   s.top_k = c.n_experts_per_tok;
   s.renorm = c.norm_topk_prob;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const bool dense = std::count(c.mlp_only_layers.begin(), c.mlp_only_layers.end(), l) > 0 ||
-                       (c.moe_layer_freq > 1 && (l + 1) % c.moe_layer_freq != 0);
-    s.moe_layer[l] = c.n_experts > 0 && !dense;
-  }
+  s.moe_layer = moe_layers(c);
   if (c.family == "mixtral") {
     s.router = "block_sparse_moe.gate";
     s.expert_gate = "block_sparse_moe.experts.{e}.w1";
