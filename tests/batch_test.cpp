@@ -20,6 +20,7 @@ using json = nlohmann::json;
 struct Fixture {
   std::unique_ptr<ir::LocalModel> model;
   Limits limits;
+  std::map<std::string, Tensor> constants;  // the lowered calls' inline weights (affine shifts, ...)
 
   Graph graph(const std::string& mode, int64_t tokens, const json& sample) {
     ir::LowerOptions o;
@@ -29,10 +30,20 @@ struct Fixture {
     o.sample = sample;
     json call = ir::lower(model->ir(), o, &model->weights());
     call["session"] = "s";  // the sessions are the caller's; the parser wants one named
+    if (call.contains("weights"))
+      for (const auto& [name, w] : call["weights"].items()) {
+        Tensor t = Tensor::empty(w["shape"].get<std::vector<int64_t>>());
+        const auto data = w["data"].get<std::vector<float>>();
+        std::copy(data.begin(), data.end(), t.f32());
+        constants[name] = t;
+      }
     return Graph::parse(call, {"tokens"}, limits);
   }
   WeightLookup weights() const {
-    return [this](const std::string& n) { return model->weights().find(n); };
+    return [this](const std::string& n) -> const Tensor* {
+      auto it = constants.find(n);
+      return it != constants.end() ? &it->second : model->weights().find(n);
+    };
   }
 };
 
@@ -105,6 +116,24 @@ TEST(BatchedCall, Q8RowsEqualTheirOwnCallsWithInt8Activations) {
   f.model = ir::LocalModel::open((dir / "model-q8_0.gguf").string(), {});
   Int8Scope int8;
   expect_rows_equal_solo(f, json{{"temperature", 0}, {"seed", 0}});
+}
+
+// State that is not a plain KV cache, advanced in place by per-row nodes:
+// Gemma 2's sliding window as a ring (window 4, so the prompts wrap it),
+// LFM2's convolution rows, Jamba's Mamba conv and scan states.
+TEST(BatchedCall, RingsAndRecurrentStatesStayPerRow) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
+      {"gemma2", {"--sliding-window", "4"}}, {"lfm2", {}}, {"jamba", {}}};
+  for (const auto& [family, args] : models) {
+    SCOPED_TRACE(family);
+    const auto dir = testing::test_model(family, "f32", args);
+    ASSERT_FALSE(dir.empty()) << "could not write the " << family << " test model";
+    Fixture f;
+    ir::LocalModel::Options o;
+    o.ctx = 64;
+    f.model = ir::LocalModel::open((dir / "hf").string(), o);
+    expect_rows_equal_solo(f, json{{"temperature", 0}, {"seed", 0}});
+  }
 }
 
 TEST(BatchedCall, BadRowsAreRefusedNamingTheRow) {
