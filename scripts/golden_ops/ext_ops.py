@@ -27,6 +27,11 @@ EXT_OPS.update({
                                 "let": "array?", "update": "array?", "readout": "string?", "init": "array?",
                                 "mode": "string?"}, "ext.recurrence"),
     "depth_route": _spec(3, 3, {"step": "number", "gate": "string?"}, "ext.depth_route"),
+    "ring_attention": _spec(5, 5, {"heads": "number", "headDim": "number", "kvHeads": "number?",
+                                   "vHeadDim": "number?", "causal": "boolean?", "posOffset": "number?",
+                                   "scale": "number?", "softcap": "number?", "window": "number",
+                                   "alibi": "boolean?", "alibiMax": "number?", "alibiSlopes": "array?"},
+                            "ext.ring_attention"),
 })
 
 SCAN = tol(1e-5, 1e-5)
@@ -512,7 +517,74 @@ def gen_depth_route():
     return cases
 
 
+# ---------------------------------------------------------------- ring_attention
+# The reference is attention over the whole history with the same window
+# (attention_ref, float64, written from docs/OPS.md); the ring the case sends
+# holds the history's latest R positions before posOffset at rows p mod R, and
+# the expected session is that ring after the step's latest rows went in.
+
+
+def ring_of(k_hist, v_hist, pos, R):
+    kr = np.zeros((R, k_hist.shape[1]), F32)
+    vr = np.zeros((R, v_hist.shape[1]), F32)
+    for p in range(max(0, pos - R), pos):
+        kr[p % R], vr[p % R] = k_hist[p], v_hist[p]
+    return kr, vr
+
+
+def gen_ring_attention():
+    from .attention import attention_ref
+    R_ = rng_for("ring_attention")
+    cases = []
+    ins = ["q", "s:kRing", "s:vRing", "k", "v"]
+
+    def case(name, pos, T, R, H, D, KV=None, Dv=None, tl=tol(1e-5, 1e-5), **p):
+        KV, Dv = KV or H, Dv or D
+        k_all, v_all = rn(R_, (pos + T, KV * D)), rn(R_, (pos + T, KV * Dv))
+        q = rn(R_, (T, H * D))
+        params = dict(heads=H, headDim=D, posOffset=pos, **p)
+        if KV != H:
+            params["kvHeads"] = KV
+        if Dv != D:
+            params["vHeadDim"] = Dv
+        ref_p = {k: v for k, v in params.items() if k not in ("heads", "headDim")}
+        y = attention_ref(q, k_all, v_all, H, D, **ref_p)
+        kr, vr = ring_of(k_all, v_all, pos, R)
+        kr1, vr1 = ring_of(k_all, v_all, pos + T, R)
+        cases.append(mk(name, [node("y", "ring_attention", ins, **params)],
+                        {"q": q, "k": k_all[pos:], "v": v_all[pos:]}, {"y": y}, tl,
+                        session={"kRing": kr, "vRing": vr}, expected_session={"kRing": kr1, "vRing": vr1}))
+
+    case("ring_attention_decode_after_wraps", 11, 1, 4, 2, 4, window=4)
+    case("ring_attention_prefill_longer_than_ring", 0, 6, 4, 2, 4, window=5)
+    case("ring_attention_chunk_across_the_wrap_gqa_softcap", 5, 3, 4, 4, 4, KV=2, Dv=3, window=3, softcap=2.0,
+         scale=0.4)
+    case("ring_attention_window_longer_than_history", 2, 2, 8, 2, 4, window=8, causal=True)
+    case("ring_attention_alibi_by_position", 9, 2, 4, 4, 4, window=4, alibi=True)
+    case("ring_attention_alibi_max", 6, 1, 3, 2, 4, window=3, alibiMax=8.0)
+    case("ring_attention_alibi_slopes", 7, 2, 5, 2, 4, window=5, alibiSlopes=[0.5, 0.25])
+
+    # as the IR lowering emits it: a prefill allocates the ring (zeros + retain), decode steps reuse it
+    H, D, R, W = 2, 4, 3, 3
+    k_all, v_all, q_all = rn(R_, (6, H * D)), rn(R_, (6, H * D)), rn(R_, (6, H * D))
+    y = npf(attention_ref(q_all, k_all, v_all, H, D, window=W))
+    pre = [node("kr0", "zeros", [], shape=[R, H * D]), node("vr0", "zeros", [], shape=[R, H * D]),
+           node("y", "ring_attention", ["q", "kr0", "vr0", "k", "v"], heads=H, headDim=D, window=W, posOffset=0)]
+    kr, vr = ring_of(k_all, v_all, 6, R)
+
+    def dec(t):
+        return [node("y", "ring_attention", ins, heads=H, headDim=D, window=W, posOffset=t)]
+
+    c = mk("ring_attention_zeros_retain_then_decode_x2", pre, {"q": q_all[:4], "k": k_all[:4], "v": v_all[:4]},
+           {"y": y[:4]}, tol(1e-5, 1e-5), retain={"kRing": "kr0", "vRing": "vr0"},
+           expected_session={"kRing": kr, "vRing": vr})
+    cases.append(chained(c, [then_call(dec(t), {"q": q_all[t:t + 1], "k": k_all[t:t + 1], "v": v_all[t:t + 1]},
+                                       {"y": y[t:t + 1]}) for t in (4, 5)]))
+    return cases
+
+
 EXT_GENS = {
     "linear_attention": gen_linear_attention, "ssm_scan": gen_ssm_scan, "selective_scan": gen_selective_scan,
     "expr": gen_expr, "recurrence": gen_recurrence, "depth_route": gen_depth_route,
+    "ring_attention": gen_ring_attention,
 }

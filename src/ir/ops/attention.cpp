@@ -121,8 +121,6 @@ void mla_widths(Flow& f) {
 
 // ---- lowering -----------------------------------------------------------------
 
-// Writes k and v (or the MLA latent) into the slot's caches; returns the
-// cache references to attend over.
 // A sliding-window layer keeps its cache as a ring of `window` rows
 // (ops/ring_attention.cpp) when the window is shorter than the session's
 // context; 0 otherwise (no window, or one as long as the context: full
@@ -133,6 +131,8 @@ int64_t ring_rows(Lowerer& L, const json& slot, int64_t layer) {
   return window > 0 && window < L.options().ctx ? window : 0;
 }
 
+// Writes k and v (or the MLA latent) into the slot's caches; returns the
+// cache references to attend over.
 std::pair<std::string, std::string> write_kv(Lowerer& L, const json& slot, const std::string& k,
                                              const std::string& v, int64_t k_width, int64_t v_width) {
   const std::string name = slot["name"].get<std::string>();
@@ -216,9 +216,8 @@ Value attention_value(Lowerer& L) {
 // Absorbed MLA, as DeepSeek's inference code and llama.cpp run it: the
 // cache holds [c | k_pe] per position (the latent), and nothing is rebuilt
 // from it per step. Per head h, with k_b_h [qk_nope, kv_rank] and
-// v_b_h [v_head_dim, kv_rank] (rows of k_b / v_b):
-//   q_nope_h · k_b_hᵀ-side: q_nope_h · (c · k_b_hᵀ)ᵀ = (q_nope_h · k_b_h) · cᵀ
-// so the query becomes [q_nope_h · k_b_h | q_pe_h] (kv_rank + qk_rope wide)
+// v_b_h [v_head_dim, kv_rank] (rows of k_b / v_b), the nope part of a score
+// is q_nope_h · (c · k_b_hᵀ)ᵀ = (q_nope_h · k_b_h) · cᵀ, so the query becomes [q_nope_h · k_b_h | q_pe_h] (kv_rank + qk_rope wide)
 // against the latent rows as keys, one kv head shared by all query heads;
 // the values are the latent rows too, and each head's [kv_rank] output is
 // taken through v_b_h at the end. A step costs O(pos · heads · (kv_rank +
