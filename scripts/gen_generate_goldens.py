@@ -63,13 +63,13 @@ from modelwriter.formats import GGUFReader  # noqa: E402
 
 FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon",
             "bloom", "olmoe", "mixtral", "deepseek_v3", "gemma", "granite", "mpt", "qwen2_moe", "qwen3_moe", "lfm2",
-            "olmo2", "starcoder2", "jamba"]
+            "olmo2", "starcoder2", "jamba", "cohere"]
 TYPES = ["f32", "f16", "q8_0"]
 WRITER_ARGS = {"mistral": ["--sliding-window", "8"], "gemma2": ["--sliding-window", "8"],
                "gemma3_text": ["--sliding-window", "8"], "phi3_longrope": ["--longrope", "32", "--std", "0.05"],
-               "starcoder2": ["--std", "0.1"]}
-# starcoder2: weights with std 0.1, or its LayerNorms and tied embeddings pick
-# one token for all 32 greedy steps (two distinct ones at 0.1).
+               "starcoder2": ["--std", "0.1"], "cohere": ["--std", "0.1"]}
+# starcoder2, cohere: weights with std 0.1, or their LayerNorms and tied embeddings pick
+# one token for all 32 greedy steps (starcoder2: two distinct ones at 0.1, cohere 12).
 # Variants: a golden name -> the writer family it runs with its WRITER_ARGS.
 # phi3_longrope: Phi-3 with LongRoPE in the converter's GGUF layout (factor
 # tensors, attn_factor, original context 32 < n_ctx 64, so llama.cpp takes

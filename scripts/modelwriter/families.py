@@ -1554,8 +1554,49 @@ class Jamba(Family):
             "lm_head.weight": "output.weight"})
 
 
+class Cohere(Family):
+    """Cohere Command-R (v01 layout): LayerNorms without bias, attention and
+    the MLP in parallel on one norm, rope on interleaved pairs (the converter
+    copies q/k as they are: llama.cpp's command-r rope is the interleaved
+    one), tied embeddings, logits times logit_scale."""
+    model_type, gguf_arch, tokenizer_kind = "cohere", "command-r", "bpe"
+    arch = "CohereForCausalLM"
+
+    def config(self, d):
+        return llama_like_config(d, model_type="cohere", arch=self.arch, rope_theta=8000000.0, tie=True, extra={
+            "layer_norm_eps": 1e-5, "logit_scale": 0.5, "use_qk_norm": False, "max_position_embeddings": 8192,
+            "model_max_length": 131072})
+
+    def hf_tensors(self, cfg, w):
+        H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        hd = H // nh
+        w.add("model.embed_tokens.weight", (V, H))
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w.add(p + "input_layernorm.weight", (H,), "norm")
+            w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
+            w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
+            w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
+            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+            w.add(p + "mlp.gate_proj.weight", (F, H))
+            w.add(p + "mlp.up_proj.weight", (F, H))
+            w.add(p + "mlp.down_proj.weight", (H, F))
+        w.add("model.norm.weight", (H,), "norm")
+
+    def gguf_params(self, cfg):
+        a = self.gguf_arch
+        # The converter takes model_max_length as the context (trained at 128k).
+        cfg = dict(cfg, max_position_embeddings=cfg.get("model_max_length", cfg["max_position_embeddings"]))
+        return base_params(a, cfg) + [kv_f32(f"{a}.logit_scale", cfg["logit_scale"]),
+                                      kv_str(f"{a}.rope.scaling.type", "none")]
+
+    def gguf_tensors(self, cfg, t):
+        return rename_layers(t, MODEL_LAYER_RE, LLAMA_LAYER_MAP, LLAMA_GLOBALS)
+
+
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Llama(), Mistral(), Mixtral(), Qwen2(), Qwen2Moe(), Qwen3(), Qwen3Moe(), Gemma(), Gemma2(), Gemma3Text(),
     Phi3(), GPT2(), GPTNeoX(), Falcon(), Bloom(), Mpt(), Olmoe(), Granite(), DeepseekV3(), Lfm2(), Olmo2(),
-    Starcoder2(), Jamba())}
+    Starcoder2(), Jamba(), Cohere())}
 

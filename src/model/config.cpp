@@ -332,6 +332,20 @@ void jamba(const json& j, ModelConfig& c) {
   }
 }
 
+// Cohere Command-R: bias-free LayerNorms, attention and MLP in parallel on
+// one norm, tied embeddings, logits times logit_scale.
+void cohere(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  c.norm = "layernorm";
+  c.norm_eps = get_num(j, {"layer_norm_eps"}, 1e-5, c.source);
+  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
+  if (get_bool(j, {"use_qk_norm"}, false))
+    fail(c.source, "use_qk_norm = true (Command R+'s per-head q/k LayerNorms) is not supported");
+  const double scale = get_num(j, {"logit_scale"}, 1.0, c.source);
+  if (!(scale > 0)) fail(c.source, "logit_scale = " + std::to_string(scale) + " must be positive");
+  c.logits_scaling = 1 / scale;  // the field divides (Granite's meaning)
+}
+
 void olmo2(const json& j, ModelConfig& c) {
   read_common(j, c);
   c.qk_norm = true;  // q_norm and k_norm over the whole projection
@@ -356,7 +370,7 @@ const Family kFamilies[] = {
     {"gemma2", gemma},       {"gemma3_text", gemma},         {"phi3", phi3},            {"gpt2", gpt2},
     {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
     {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
-    {"olmo2", olmo2},        {"starcoder2", starcoder2},      {"jamba", jamba},
+    {"olmo2", olmo2},        {"starcoder2", starcoder2},      {"jamba", jamba},          {"cohere", cohere},
 };
 
 void check_config(const ModelConfig& c) {

@@ -28,7 +28,7 @@ const ArchName kArchs[] = {
     {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
     {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
     {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},     {"olmo2", "olmo2"},
-    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},
+    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},  {"command-r", "cohere"},
 };
 
 class Keys {
@@ -181,6 +181,8 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   c.embedding_multiplier = k.num("embedding_scale", 0);
   c.residual_multiplier = k.num("residual_scale", 0);
   c.logits_scaling = k.num("logit_scale", 0);
+  // Command-R's logit_scale multiplies (llama.cpp scales by it); Granite's divides.
+  if (arch == "command-r" && c.logits_scaling > 0) c.logits_scaling = 1 / c.logits_scaling;
 
   if (c.family == "gemma" || c.family == "gemma2" || c.family == "gemma3_text") {
     c.norm_weight_offset = true;

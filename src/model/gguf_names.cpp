@@ -92,6 +92,7 @@ const std::map<std::string, ArchNames>& arch_table() {
     };
     t["llama"] = {"model.layers.", kDecoderGlobal, join({kDecoderBlock, mixtral})};
     t["olmo2"] = {"model.layers.", kDecoderGlobal, olmo2_block};
+    t["command-r"] = {"model.layers.", kDecoderGlobal, kDecoderBlock};
     t["jamba"] = {"model.layers.",
                   {{"token_embd", "model.embed_tokens"}, {"output_norm", "model.final_layernorm"}, {"output", "lm_head"}},
                   join({{{"attn_norm", "input_layernorm"},

@@ -66,21 +66,32 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
 }
 
 
+// The LayerNorm weights of families whose LayerNorms have no bias.
+struct BiasFreeNorms {
+  const char* family;
+  std::vector<const char*> weights;  // name suffixes
+};
+const BiasFreeNorms kBiasFreeNorms[] = {
+    {"mpt", {"norm_1.weight", "norm_2.weight", "norm_f.weight"}},
+    {"cohere", {"input_layernorm.weight", "model.norm.weight"}},
+};
+
 // Names the IR reads that a checkpoint (safetensors or GGUF) may spell
 // otherwise: BLOOM saved from BloomModel lacks BloomForCausalLM's
-// "transformer." prefix; MPT's LayerNorms have no bias, and the IR's
-// layernorm reads one, so the store holds zeros under the bias's name.
+// "transformer." prefix; MPT's and Cohere's LayerNorms have no bias, and the
+// IR's layernorm reads one, so the store holds zeros under the bias's name.
 void add_ir_aliases(const ModelConfig& c, WeightStore& store) {
   if (c.family == "bloom")
     for (const std::string& name : store.names())
       if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
         store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");
-  if (c.family != "mpt") return;
-  for (const std::string& name : store.names()) {
-    if (!ends_with(name, "norm_1.weight") && !ends_with(name, "norm_2.weight") && !ends_with(name, "norm_f.weight"))
-      continue;
-    const std::string bias = name.substr(0, name.size() - 6) + "bias";
-    if (!store.find(bias)) store.put(bias, Tensor::zeros(store.find(name)->shape), "zeros (bias-free LayerNorm)");
+  for (const auto& f : kBiasFreeNorms) {
+    if (c.family != f.family) continue;
+    for (const std::string& name : store.names()) {
+      if (std::none_of(f.weights.begin(), f.weights.end(), [&](const char* w) { return ends_with(name, w); })) continue;
+      const std::string bias = name.substr(0, name.size() - 6) + "bias";
+      if (!store.find(bias)) store.put(bias, Tensor::zeros(store.find(name)->shape), "zeros (bias-free LayerNorm)");
+    }
   }
 }
 

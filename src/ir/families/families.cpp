@@ -17,7 +17,7 @@ const FamilyModule kModules[] = {
     {"gemma", gemma_ir},     {"gemma2", gemma_ir},       {"gemma3_text", gemma_ir}, {"phi3", phi3_ir},
     {"gpt2", gpt2_ir},       {"gpt_neox", gpt_neox_ir},  {"falcon", falcon_ir},    {"bloom", bloom_ir},
     {"granite", granite_ir}, {"deepseek_v3", deepseek_v3_ir}, {"lfm2", lfm2_ir},        {"mpt", mpt_ir},
-    {"olmo2", olmo2_ir},     {"starcoder2", starcoder2_ir}, {"jamba", jamba_ir},
+    {"olmo2", olmo2_ir},     {"starcoder2", starcoder2_ir}, {"jamba", jamba_ir},       {"cohere", cohere_ir},
 };
 
 }  // namespace

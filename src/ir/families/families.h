@@ -35,5 +35,6 @@ nlohmann::json mpt_ir(const ModelConfig& c);
 nlohmann::json olmo2_ir(const ModelConfig& c);
 nlohmann::json starcoder2_ir(const ModelConfig& c);
 nlohmann::json jamba_ir(const ModelConfig& c);
+nlohmann::json cohere_ir(const ModelConfig& c);
 
 }  // namespace bonfire::ir
