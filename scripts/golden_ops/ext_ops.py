@@ -27,6 +27,8 @@ EXT_OPS.update({
                                 "let": "array?", "update": "array?", "readout": "string?", "init": "array?",
                                 "mode": "string?"}, "ext.recurrence"),
     "depth_route": _spec(3, 3, {"step": "number", "gate": "string?"}, "ext.depth_route"),
+    "ssd_scan": _spec(8, 8, {"heads": "number", "headDim": "number", "groups": "number?", "dState": "number"},
+                      "ext.ssd_scan"),
     "ring_attention": _spec(5, 5, {"heads": "number", "headDim": "number", "kvHeads": "number?",
                                    "vHeadDim": "number?", "causal": "boolean?", "posOffset": "number?",
                                    "scale": "number?", "softcap": "number?", "window": "number",
@@ -517,6 +519,54 @@ def gen_depth_route():
     return cases
 
 
+# ---------------------------------------------------------------- ssd_scan
+# Mamba-2 (transformers' Mamba2Mixer.torch_forward, one token at a time):
+# dt = softplus(dt + dt_bias), dA = exp(dt * A) with A = -exp(A_log) per head,
+# h = dA * h + dt * x B (B of the head's group), y = h C + D * x.
+
+
+def ssd_ref(x, dt, B, C, A_log, D, dt_bias, h, H, P, G, N):
+    x, dt, B, C, A_log, D, dt_bias = (t64(v) for v in (x, dt, B, C, A_log, D, dt_bias))
+    h = t64(h).clone().reshape(H, P, N)
+    T = x.shape[0]
+    ys = []
+    for t in range(T):
+        d = torch.nn.functional.softplus(dt[t] + dt_bias)            # [H]
+        dA = torch.exp(d * -torch.exp(A_log))                          # [H]
+        xt = x[t].reshape(H, P)
+        Bt = B[t].reshape(G, N).repeat_interleave(H // G, 0)           # [H, N]
+        Ct = C[t].reshape(G, N).repeat_interleave(H // G, 0)
+        h = dA[:, None, None] * h + (d[:, None] * xt)[:, :, None] * Bt[:, None, :]
+        y = (h * Ct[:, None, :]).sum(-1) + D[:, None] * xt
+        ys.append(y.reshape(H * P))
+    return torch.stack(ys), h.reshape(H * P, N)
+
+
+def gen_ssd_scan():
+    R_ = rng_for("ssd_scan")
+    cases = []
+    ins = ["x", "dt", "B", "C", "w:A_log", "w:D", "w:dt_bias", "s:h"]
+
+    def case(name, T, H, P, G, N, state=True, **extra):
+        x, dt = rn(R_, (T, H * P)), rn(R_, (T, H))
+        B, C = rn(R_, (T, G * N)), rn(R_, (T, G * N))
+        A_log, D, dt_bias = rn(R_, (H,), 0.5), rn(R_, (H,)), rn(R_, (H,), 0.5)
+        h = rn(R_, (H * P, N), 0.5) if state else np.zeros((H * P, N), F32)
+        y, h1 = ssd_ref(x, dt, B, C, A_log, D, dt_bias, h, H, P, G, N)
+        params = dict(heads=H, headDim=P, dState=N, **extra)
+        if G != 1:
+            params["groups"] = G
+        cases.append(mk(name, [node("y", "ssd_scan", ins, **params)], {"x": x, "dt": dt, "B": B, "C": C}, {"y": y},
+                        SCAN, weights={"A_log": A_log, "D": D, "dt_bias": dt_bias}, session={"h": h},
+                        expected_session={"h": h1}))
+
+    case("ssd_scan_decode_T1", 1, 2, 3, 1, 4)
+    case("ssd_scan_prefill_T6_zero_state", 6, 2, 2, 1, 3, state=False)
+    case("ssd_scan_groups", 3, 4, 2, 2, 3)
+    case("ssd_scan_T2_one_head", 2, 1, 4, 1, 2)
+    return cases
+
+
 # ---------------------------------------------------------------- ring_attention
 # The reference is attention over the whole history with the same window
 # (attention_ref, float64, written from docs/OPS.md); the ring the case sends
@@ -586,5 +636,5 @@ def gen_ring_attention():
 EXT_GENS = {
     "linear_attention": gen_linear_attention, "ssm_scan": gen_ssm_scan, "selective_scan": gen_selective_scan,
     "expr": gen_expr, "recurrence": gen_recurrence, "depth_route": gen_depth_route,
-    "ring_attention": gen_ring_attention,
+    "ring_attention": gen_ring_attention, "ssd_scan": gen_ssd_scan,
 }

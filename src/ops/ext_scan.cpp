@@ -213,6 +213,81 @@ void run_selective_scan(const OpInputs& in, const Params& p, Tensor& out) {
   });
 }
 
+// --- ssd_scan (Mamba-2) ------------------------------------------------------------
+
+// Inputs: x [T, heads*headDim], dt [T, heads] (raw), B and C [T, groups*dState],
+// A_log, D and dtBias [heads], h [heads*headDim, dState] (state). Head h
+// reads group h / (heads / groups).
+struct SsdShape {
+  int64_t T, H, P, G, N;
+};
+
+SsdShape ssd_shape(const std::vector<TensorDesc>& in, const Params& p) {
+  static const char* acts[] = {"x", "dt", "B", "C"};
+  for (size_t i = 0; i < 4; ++i) check_f32(in, i, acts[i]);
+  check_f32(in, 7, "h (state)");
+  SsdShape s;
+  s.H = p.int_("heads");
+  s.P = p.int_("headDim");
+  s.G = p.int_("groups", 1);
+  s.N = p.int_("dState");
+  check(s.H > 0 && s.P > 0 && s.G > 0 && s.N > 0, "heads, headDim, groups and dState must be positive");
+  check(s.H % s.G == 0, "heads " + std::to_string(s.H) + " must be a multiple of groups " + std::to_string(s.G));
+  check_rows(in[0], "x", "[T, heads*headDim]");
+  s.T = in[0].shape[0];
+  check_shape(in[0], {s.T, s.H * s.P}, "x", "[T, heads*headDim]");
+  check_shape(in[1], {s.T, s.H}, "dt", "[T, heads]");
+  check_shape(in[2], {s.T, s.G * s.N}, "B", "[T, groups*dState]");
+  check_shape(in[3], {s.T, s.G * s.N}, "C", "[T, groups*dState]");
+  check_vector(in[4], s.H, "A_log");
+  check_vector(in[5], s.H, "D");
+  check_vector(in[6], s.H, "dtBias");
+  check_shape(in[7], {s.H * s.P, s.N}, "h (state)", "[heads*headDim, dState]");
+  return s;
+}
+
+Shape infer_ssd_scan(const std::vector<TensorDesc>& in, const Params& p) {
+  const SsdShape s = ssd_shape(in, p);
+  return {s.T, s.H * s.P};
+}
+
+void run_ssd_scan(const OpInputs& in, const Params& p, Tensor& out) {
+  std::vector<TensorDesc> desc;
+  for (const Tensor* t : in) desc.push_back(t->desc());
+  const SsdShape s = ssd_shape(desc, p);
+  const float *x = in[0]->f32(), *dt = in[1]->f32(), *B = in[2]->f32(), *Cm = in[3]->f32();
+  const Tensor A_log = f32_of(*in[4]), D = f32_of(*in[5]), bias = f32_of(*in[6]);
+  float* hs = in[7]->f32();
+  float* y = out.f32();
+  const int64_t per_group = s.H / s.G;
+  parallel_for(s.H, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<double> st(s.P * s.N);
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t g = h / per_group;
+      const double A = -std::exp((double)A_log.f32()[h]), Dh = D.f32()[h];
+      float* hr = hs + h * s.P * s.N;
+      for (int64_t i = 0; i < s.P * s.N; ++i) st[i] = hr[i];
+      for (int64_t t = 0; t < s.T; ++t) {
+        const double delta = softplus((double)dt[t * s.H + h] + bias.f32()[h]);
+        const double decay = std::exp(delta * A);
+        const float* Bt = B + t * s.G * s.N + g * s.N;
+        const float* Ct = Cm + t * s.G * s.N + g * s.N;
+        for (int64_t q = 0; q < s.P; ++q) {
+          const double xt = x[t * s.H * s.P + h * s.P + q];
+          double* sr = &st[q * s.N];
+          double acc = 0;
+          for (int64_t n = 0; n < s.N; ++n) {
+            sr[n] = decay * sr[n] + delta * xt * (double)Bt[n];
+            acc += sr[n] * (double)Ct[n];
+          }
+          y[t * s.H * s.P + h * s.P + q] = (float)(acc + Dh * xt);
+        }
+      }
+      for (int64_t i = 0; i < s.P * s.N; ++i) hr[i] = (float)st[i];
+    }
+  });
+}
+
 // --- depth_route -----------------------------------------------------------------
 
 Shape infer_depth_route(const std::vector<TensorDesc>& in, const Params& p) {
@@ -302,6 +377,20 @@ void register_ext_scan_ops(std::vector<OpDef>& ops) {
   sel.writes_inputs_of = [](const Params&, size_t n) -> uint64_t { return n ? uint64_t(1) << (n - 1) : 0; };
   sel.packed_inputs = (1u << 4) | (1u << 5);  // A_log, D (when 7 inputs; input 5 is the state otherwise)
   ops.push_back(sel);
+
+  OpDef ssd;
+  ssd.name = "ssd_scan";
+  ssd.min_inputs = ssd.max_inputs = 8;
+  ssd.params = {{"heads", ParamType::Number, false},
+                {"headDim", ParamType::Number, false},
+                {"groups", ParamType::Number, true},
+                {"dState", ParamType::Number, false}};
+  ssd.features = {ext_feature("ext.ssd_scan")};
+  ssd.infer = infer_ssd_scan;
+  ssd.run = run_ssd_scan;
+  ssd.writes_inputs = 1u << 7;
+  ssd.packed_inputs = (1u << 4) | (1u << 5) | (1u << 6);  // A_log, D, dtBias
+  ops.push_back(ssd);
 
   OpDef dr;
   dr.name = "depth_route";
