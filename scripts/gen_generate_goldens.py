@@ -63,7 +63,7 @@ from modelwriter.formats import GGUFReader  # noqa: E402
 
 FAMILIES = ["llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon",
             "bloom", "olmoe", "mixtral", "deepseek_v3", "gemma", "granite", "mpt", "qwen2_moe", "qwen3_moe", "lfm2",
-            "olmo2", "starcoder2", "jamba", "cohere"]
+            "olmo2", "starcoder2", "jamba", "cohere", "mamba2"]
 TYPES = ["f32", "f16", "q8_0"]
 WRITER_ARGS = {"mistral": ["--sliding-window", "8"], "gemma2": ["--sliding-window", "8"],
                "gemma3_text": ["--sliding-window", "8"], "phi3_longrope": ["--longrope", "32", "--std", "0.05"],

@@ -120,10 +120,10 @@ TEST(BatchedCall, Q8RowsEqualTheirOwnCallsWithInt8Activations) {
 
 // State that is not a plain KV cache, advanced in place by per-row nodes:
 // Gemma 2's sliding window as a ring (window 4, so the prompts wrap it),
-// LFM2's convolution rows, Jamba's Mamba conv and scan states.
+// LFM2's convolution rows, Jamba's Mamba and Mamba-2's conv and scan states.
 TEST(BatchedCall, RingsAndRecurrentStatesStayPerRow) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
-      {"gemma2", {"--sliding-window", "4"}}, {"lfm2", {}}, {"jamba", {}}};
+      {"gemma2", {"--sliding-window", "4"}}, {"lfm2", {}}, {"jamba", {}}, {"mamba2", {}}};
   for (const auto& [family, args] : models) {
     SCOPED_TRACE(family);
     const auto dir = testing::test_model(family, "f32", args);

@@ -104,5 +104,36 @@ TEST(IrExtensions, Lfm2LayersKeepOnlyTheirOwnState) {
   EXPECT_EQ(kept, want);
 }
 
+// An op the v1 schema lacks (ssd_scan, Mamba-2's scan) is refused without
+// its extension, naming it; with it, the op's own fields are checked.
+TEST(IrExtensions, AnOpFromAnExtension) {
+  const auto dir = testing::test_model("mamba2", "f32", {});
+  ASSERT_FALSE(dir.empty()) << "could not write the mamba2 test model";
+  ir::LocalModel::Options o;
+  o.ctx = 64;
+  auto model = ir::LocalModel::open((dir / "hf").string(), o);
+  json doc = model->ir();
+  ASSERT_TRUE(ir::uses_extension(doc, "ssd_scan"));
+  EXPECT_TRUE(ir::validate_ir(doc, &model->weights()).empty()) << dump(ir::validate_ir(doc, &model->weights()));
+  size_t at = 0;
+  for (size_t k = 0; k < doc["block"]["nodes"].size(); ++k)
+    if (doc["block"]["nodes"][k]["op"] == "ssd_scan") at = k;
+  const std::string path = "$.block.nodes[" + std::to_string(at) + "]";
+
+  json plain = doc;
+  plain.erase("extensions");
+  auto problems = ir::validate_ir(plain);
+  EXPECT_TRUE(has(problems, 19, path + ".op", "needs the extension ssd_scan")) << dump(problems);
+
+  json broken = doc;
+  broken["block"]["nodes"][at].erase("d_state");
+  broken["block"]["nodes"][at]["heads"] = -2;
+  broken["block"]["nodes"][at]["chunk"] = 64;
+  problems = ir::validate_ir(broken);
+  EXPECT_TRUE(has(problems, 19, path + ".d_state", "(missing)")) << dump(problems);
+  EXPECT_TRUE(has(problems, 19, path + ".heads", "a positive integer")) << dump(problems);
+  EXPECT_TRUE(has(problems, 19, path + ".chunk", "no field")) << dump(problems);
+}
+
 }  // namespace
 }  // namespace bonfire

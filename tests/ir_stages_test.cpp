@@ -214,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"gemma2", {"--layers", "4", "--sliding-window", "4"}},
                       FamilyCase{"mixtral", {"--layers", "4"}}, FamilyCase{"qwen2_moe", {"--layers", "4"}},
                       FamilyCase{"deepseek_v3", {"--layers", "4"}}, FamilyCase{"lfm2", {"--layers", "4"}},
-                      FamilyCase{"jamba", {"--layers", "4"}}),
+                      FamilyCase{"jamba", {"--layers", "4"}}, FamilyCase{"mamba2", {"--layers", "4"}}),
     [](const ::testing::TestParamInfo<FamilyCase>& i) { return i.param.family; });
 
 // The hand-written IR test models (goldens/ir_models): a list of every

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "golden_util.h"
+#include "ir/extensions.h"
 #include "ir/op_table.h"
 #include "ir/schema_check.h"
 #include "ir/validate.h"
@@ -181,8 +182,9 @@ TEST(IrValidate, AllOpsDocumentUsesEveryOp) {
     EXPECT_TRUE(used.count(op.get<std::string>())) << op;
 }
 
-// The op table (ir/op_table.h) defines exactly the schema's ops, each with
-// its widths and its lowering, so neither walk meets an op it cannot handle.
+// The op table (ir/op_table.h) defines exactly the schema's ops and the ops
+// of known extensions, each with its widths and its lowering, so neither
+// walk meets an op it cannot handle.
 TEST(IrOpTable, DefinesExactlyTheSchemasOps) {
   std::set<std::string> schema, table;
   for (const auto& op : spec::ir_schema()["$defs"]["node"]["properties"]["op"]["enum"]) schema.insert(op.get<std::string>());
@@ -190,6 +192,12 @@ TEST(IrOpTable, DefinesExactlyTheSchemasOps) {
     EXPECT_TRUE(table.insert(def.name).second) << def.name << " is defined twice";
     EXPECT_TRUE(def.widths && def.lower) << def.name << " lacks its widths or its lowering";
     EXPECT_EQ(ir::find_ir_op(def.name), &def);
+    if (!def.extension) continue;
+    EXPECT_FALSE(schema.count(def.name)) << def.name << " is in the v1 schema but marked as an extension's";
+    bool known = false;
+    for (const auto& e : ir::ir_extensions()) known = known || def.extension == std::string(e.name);
+    EXPECT_TRUE(known) << def.name << " names the unknown extension " << def.extension;
+    table.erase(def.name);
   }
   EXPECT_EQ(table, schema);
   EXPECT_EQ(ir::find_ir_op("no_such_op"), nullptr);

@@ -1595,8 +1595,89 @@ class Cohere(Family):
         return rename_layers(t, MODEL_LAYER_RE, LLAMA_LAYER_MAP, LLAMA_GLOBALS)
 
 
+class Mamba2(Family):
+    """Mamba-2 (state-spaces/mamba2-130m layout, n_groups 1): every layer a
+    Mamba-2 mixer after an RMSNorm. The converter writes head_count 0 and
+    the scan's heads as ssm.time_step_rank, renames dt_bias to ssm_dt.bias,
+    stores A = -exp(A_log) and D as [heads, 1], the gated norm as [groups,
+    d_inner / groups], and squeezes the conv weight."""
+    model_type, gguf_arch = "mamba2", "mamba2"
+    arch = "Mamba2ForCausalLM"
+
+    def config(self, d):
+        head_dim = 16
+        inner = 2 * d.hidden
+        cfg = {
+            "architectures": [self.arch], "bos_token_id": d.bos_id, "chunk_size": 256, "conv_kernel": 4,
+            "eos_token_id": d.eos_id, "expand": 2, "head_dim": head_dim, "hidden_act": "silu",
+            "hidden_size": d.hidden, "initializer_range": 0.1, "layer_norm_epsilon": 1e-5, "model_type": "mamba2",
+            "n_groups": 1, "norm_before_gate": False, "num_heads": inner // head_dim,
+            "num_hidden_layers": d.layers, "rescale_prenorm_residual": False, "residual_in_fp32": True,
+            "rms_norm": True, "state_size": 16, "tie_word_embeddings": False, "time_step_floor": 1e-4,
+            "time_step_max": 0.1, "time_step_min": 0.001, "time_step_rank": "auto", "use_bias": False,
+            "use_cache": True, "use_conv_bias": True, "vocab_size": d.vocab,
+        }
+        if d.pad_id is not None:
+            cfg["pad_token_id"] = d.pad_id
+        return dict(sorted(cfg.items()))
+
+    def hf_tensors(self, cfg, w):
+        H, V = cfg["hidden_size"], cfg["vocab_size"]
+        DI, N, G, NH = cfg["expand"] * H, cfg["state_size"], cfg["n_groups"], cfg["num_heads"]
+        XBC = DI + 2 * G * N
+        w.add("backbone.embeddings.weight", (V, H))
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"backbone.layers.{i}."
+            w.add(p + "norm.weight", (H,), "norm")
+            w.add(p + "mixer.in_proj.weight", (2 * DI + 2 * G * N + NH, H))
+            w.add(p + "mixer.conv1d.weight", (XBC, 1, cfg["conv_kernel"]))
+            w.add(p + "mixer.conv1d.bias", (XBC,))
+            w.add(p + "mixer.dt_bias", (NH,))
+            w.add(p + "mixer.A_log", (NH,), "norm")
+            w.add(p + "mixer.D", (NH,), "norm")
+            w.add(p + "mixer.norm.weight", (DI,), "norm")
+            w.add(p + "mixer.out_proj.weight", (H, DI))
+        w.add("backbone.norm_f.weight", (H,), "norm")
+        if not cfg["tie_word_embeddings"]:
+            w.add("lm_head.weight", (V, H))
+
+    def gguf_params(self, cfg):
+        a, H = self.gguf_arch, cfg["hidden_size"]
+        DI = cfg["expand"] * H
+        return [kv_u32(f"{a}.context_length", 2 ** 20), kv_u32(f"{a}.embedding_length", H),
+                kv_u32(f"{a}.feed_forward_length", 0), kv_u32(f"{a}.attention.head_count", 0),
+                kv_u32(f"{a}.block_count", cfg["num_hidden_layers"]),
+                kv_u32(f"{a}.ssm.conv_kernel", cfg["conv_kernel"]), kv_u32(f"{a}.ssm.inner_size", DI),
+                kv_u32(f"{a}.ssm.state_size", cfg["state_size"]),
+                kv_u32(f"{a}.ssm.time_step_rank", DI // cfg["head_dim"]),
+                kv_u32(f"{a}.ssm.group_count", cfg["n_groups"]),
+                kv_f32(f"{a}.attention.layer_norm_rms_epsilon", cfg["layer_norm_epsilon"]), FILE_TYPE_PLACEHOLDER]
+
+    def gguf_tensors(self, cfg, t):
+        G, DI = cfg["n_groups"], cfg["expand"] * cfg["hidden_size"]
+
+        def convert(k, v):
+            if k.endswith("conv1d.weight"):
+                return v.reshape(v.shape[0], v.shape[2])
+            if k.endswith(".A_log"):
+                return (-np.exp(v.astype(np.float32))).reshape(-1, 1)
+            if k.endswith(".D"):
+                return v.reshape(-1, 1)
+            if k.endswith("mixer.norm.weight"):
+                return v.reshape(G, DI // G)
+            return v
+        t = {k: convert(k, v) for k, v in t.items()}
+        layer_map = {"norm.weight": "attn_norm.weight", "mixer.in_proj.weight": "ssm_in.weight",
+                     "mixer.conv1d.weight": "ssm_conv1d.weight", "mixer.conv1d.bias": "ssm_conv1d.bias",
+                     "mixer.dt_bias": "ssm_dt.bias", "mixer.A_log": "ssm_a", "mixer.D": "ssm_d",
+                     "mixer.norm.weight": "ssm_norm.weight", "mixer.out_proj.weight": "ssm_out.weight"}
+        return rename_layers(t, r"backbone\.layers\.(\d+)\.(.+)", layer_map, {
+            "backbone.embeddings.weight": "token_embd.weight", "backbone.norm_f.weight": "output_norm.weight",
+            "lm_head.weight": "output.weight"})
+
+
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Llama(), Mistral(), Mixtral(), Qwen2(), Qwen2Moe(), Qwen3(), Qwen3Moe(), Gemma(), Gemma2(), Gemma3Text(),
     Phi3(), GPT2(), GPTNeoX(), Falcon(), Bloom(), Mpt(), Olmoe(), Granite(), DeepseekV3(), Lfm2(), Olmo2(),
-    Starcoder2(), Jamba(), Cohere())}
+    Starcoder2(), Jamba(), Cohere(), Mamba2())}
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/ir_doc.h"
+#include "ir/op_table.h"
 #include "ir/schema_check.h"
 #include "spec/manifest.h"
 
@@ -13,6 +14,12 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kLayerApply = "layer_apply";
+
+// The extension that adds `op` to the IR, or nullptr for a v1 op.
+const char* op_extension(const json& op) {
+  const IrOpDef* def = op.is_string() ? find_ir_op(op.get<std::string>()) : nullptr;
+  return def ? def->extension : nullptr;
+}
 
 // Whether the v1 schema lets a node of this op carry `apply`.
 bool v1_allows_apply(const std::string& op) {
@@ -48,6 +55,7 @@ void each_extension_apply(const json& doc, F f) {
 const std::vector<IrExtension>& ir_extensions() {
   static const std::vector<IrExtension> v = {
       {kLayerApply, 1, "apply on every op, stateful ones included: a layer chooses among stateful node kinds"},
+      {"ssd_scan", 1, "the op ssd_scan: Mamba-2's scan"},
   };
   return v;
 }
@@ -86,6 +94,26 @@ json v1_view(const json& doc) {
   if (!doc.is_object() || !doc.contains("extensions")) return doc;
   json v = doc;
   v.erase("extensions");
+  // A node of an op an extension adds stands in the v1 view as a plain op of
+  // the same inputs and output (its own fields are the op's check), and a
+  // slot of such an op as a selective_scan slot.
+  for (const char* sec : {"embed", "block", "head"}) {
+    if (!v.contains(sec) || !v[sec].is_object() || !v[sec].contains("nodes") || !v[sec]["nodes"].is_array()) continue;
+    for (auto& n : v[sec]["nodes"]) {
+      if (!n.is_object() || !n.contains("op")) continue;
+      const char* ext = op_extension(n["op"]);
+      if (!ext || !uses_extension(doc, ext)) continue;
+      json stand_in = {{"op", "silu"}, {"in", n.value("in", json::array())}, {"out", n.value("out", json())}};
+      if (n.contains("apply")) stand_in["apply"] = n["apply"];
+      n = stand_in;
+    }
+  }
+  if (v.contains("block") && v["block"].is_object() && v["block"].contains("state") && v["block"]["state"].is_array())
+    for (auto& slot : v["block"]["state"])
+      if (slot.is_object() && slot.contains("op")) {
+        const char* ext = op_extension(slot["op"]);
+        if (ext && uses_extension(doc, ext)) slot["op"] = "selective_scan";
+      }
   if (uses_extension(doc, kLayerApply))
     for (const char* sec : {"embed", "block", "head"}) {
       if (!v.contains(sec) || !v[sec].is_object() || !v[sec].contains("nodes") || !v[sec]["nodes"].is_array()) continue;
@@ -99,6 +127,19 @@ json v1_view(const json& doc) {
 
 std::vector<IrProblem> check_extension_fields(const json& doc) {
   std::vector<IrProblem> out;
+  for (const char* sec : {"embed", "block", "head"}) {
+    if (!doc.is_object() || !doc.contains(sec) || !doc[sec].is_object() || !doc[sec].contains("nodes") ||
+        !doc[sec]["nodes"].is_array())
+      continue;
+    const json& nodes = doc[sec]["nodes"];
+    for (size_t k = 0; k < nodes.size(); ++k)
+      if (nodes[k].is_object() && nodes[k].contains("op"))
+        if (const char* ext = op_extension(nodes[k]["op"]); ext && !uses_extension(doc, ext))
+          out.push_back({node_path(sec, k) + ".op",
+                         "op " + nodes[k]["op"].get<std::string>() + " needs the extension " + ext + ": declare \"extensions\": {\"" +
+                             ext + "\": 1}",
+                         19});
+  }
   const bool layer_apply = uses_extension(doc, kLayerApply);
   const json apply_schema = {{"$ref", "#/$defs/apply"}};
   each_extension_apply(doc, [&](const std::string& path, const json& n) {

@@ -5,6 +5,8 @@
 // document without the field is plain v1, read exactly as before.
 //
 // Known here:
+//   ssd_scan 1: the op ssd_scan (Mamba-2's scan, ir/ops/ssd.cpp) and
+//   recurrent slots of it.
 //   layer_apply 1: `apply` (true, false or per_layer booleans) on every op,
 //   including the ones with state (attention, mla_attention, conv1d_causal,
 //   the scans, recurrence, depth_route), so a layer can choose among

@@ -17,6 +17,7 @@ const std::vector<IrOpDef>& ir_op_table() {
     register_ir_depth_ops(v);
     register_ir_scan_ops(v);
     register_ir_program_ops(v);
+    register_ir_ssd_ops(v);
     std::sort(v.begin(), v.end(), [](const IrOpDef& a, const IrOpDef& b) { return a.name < b.name; });
     return v;
   }();

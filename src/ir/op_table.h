@@ -39,6 +39,9 @@ struct IrOpDef {
   size_t (*outputs_of)(const json& node, std::string& why) = nullptr;
 
   SlotKind state = SlotKind::None;  // the slot kind `state` must name
+  // An op the v1 schema does not have: the IR extension that adds it
+  // (extensions.h), which a document using the op must declare.
+  const char* extension = nullptr;
   bool reads_list = false;          // in[0] is a list (R6); no other input is
   bool makes_list = false;          // defines a list value (list, append)
 
@@ -83,5 +86,6 @@ void register_ir_moe_ops(std::vector<IrOpDef>& ops);        // moe_ffn
 void register_ir_depth_ops(std::vector<IrOpDef>& ops);      // list, append, depth_attend, depth_route
 void register_ir_scan_ops(std::vector<IrOpDef>& ops);       // conv1d_causal, linear_attention, ssm_scan, selective_scan
 void register_ir_program_ops(std::vector<IrOpDef>& ops);    // expr, recurrence
+void register_ir_ssd_ops(std::vector<IrOpDef>& ops);        // ssd_scan (extension ssd_scan)
 
 }  // namespace bonfire::ir

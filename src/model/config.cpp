@@ -346,6 +346,26 @@ void cohere(const json& j, ModelConfig& c) {
   c.logits_scaling = 1 / scale;  // the field divides (Granite's meaning)
 }
 
+// Mamba-2: every layer a Mamba-2 mixer (no attention, no MLP).
+void mamba2(const json& j, ModelConfig& c) {
+  read_common(j, c);
+  const std::string& s = c.source;
+  c.norm_eps = get_num(j, {"layer_norm_epsilon", "rms_norm_eps"}, 1e-5, s);
+  c.conv_kernel = get_int(j, {"conv_kernel", "d_conv"}, 4, s);
+  c.ssm_state = get_int(j, {"state_size", "d_state"}, 128, s);
+  c.ssm_inner = get_int(j, {"expand"}, 2, s) * c.hidden_size;
+  c.ssm_groups = get_int(j, {"n_groups"}, 1, s);
+  c.head_dim = get_int(j, {"head_dim"}, 64, s);
+  c.n_heads = c.n_kv_heads = get_int(j, {"num_heads"}, c.head_dim > 0 ? c.ssm_inner / c.head_dim : 0, s);
+  c.ssm_dt_rank = c.n_heads;
+  if (get_bool(j, {"use_bias"}, false) || !get_bool(j, {"use_conv_bias"}, true) || get_bool(j, {"norm_before_gate"}, false))
+    fail(s, "Mamba-2 with use_bias, without use_conv_bias or with norm_before_gate is not supported");
+  if (c.n_heads * c.head_dim != c.ssm_inner)
+    fail(s, "num_heads " + std::to_string(c.n_heads) + " x head_dim " + std::to_string(c.head_dim) +
+                " is not expand x hidden_size = " + std::to_string(c.ssm_inner));
+  c.layer_types.assign(c.n_layers, "mamba2");
+}
+
 void olmo2(const json& j, ModelConfig& c) {
   read_common(j, c);
   c.qk_norm = true;  // q_norm and k_norm over the whole projection
@@ -371,6 +391,7 @@ const Family kFamilies[] = {
     {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
     {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
     {"olmo2", olmo2},        {"starcoder2", starcoder2},      {"jamba", jamba},          {"cohere", cohere},
+    {"mamba2", mamba2},
 };
 
 void check_config(const ModelConfig& c) {
@@ -626,6 +647,7 @@ void check_config_sizes(const ModelConfig& c, const TensorCensus* have) {
   range(c.ssm_inner, "mamba_expand * hidden_size", 0, 1024 * K);
   range(c.ssm_state, "mamba_d_state", 0, 64 * K);
   range(c.ssm_dt_rank, "mamba_dt_rank", 0, 64 * K);
+  range(c.ssm_groups, "n_groups", 0, 64 * K);
   for (int64_t l : c.mlp_only_layers) range(l, "mlp_only_layers[]", 0, std::max<int64_t>(c.n_layers - 1, 0));
   if (!(c.partial_rotary_factor >= 0 && c.partial_rotary_factor <= 1))
     fail(src, "partial_rotary_factor = " + std::to_string(c.partial_rotary_factor) + " is out of range (0 to 1)");

@@ -92,7 +92,8 @@ struct ModelConfig {
   // Mamba (selective-scan) layers: Jamba's, where layer_types says "mamba".
   int64_t ssm_inner = 0;    // d_inner = mamba_expand * hidden_size
   int64_t ssm_state = 0;    // d_state
-  int64_t ssm_dt_rank = 0;  // the time step's low rank
+  int64_t ssm_dt_rank = 0;  // the time step's low rank (Mamba-2: its heads)
+  int64_t ssm_groups = 1;   // Mamba-2: groups of heads sharing B and C
 
   // Special tokens (generation_config.json adds to these).
   int64_t bos_token_id = -1;

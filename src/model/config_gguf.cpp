@@ -28,7 +28,7 @@ const ArchName kArchs[] = {
     {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
     {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
     {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},     {"olmo2", "olmo2"},
-    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},  {"command-r", "cohere"},
+    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},  {"command-r", "cohere"},  {"mamba2", "mamba2"},
 };
 
 class Keys {
@@ -211,6 +211,16 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
     const char* other = c.family == "lfm2" ? "conv" : "mamba";
     if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
       for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : other);
+  }
+  if (c.family == "mamba2") {
+    // The converter writes head_count 0: the heads are the scan's (time_step_rank).
+    c.conv_kernel = k.integer("ssm.conv_kernel", 4);
+    c.ssm_inner = k.integer("ssm.inner_size", 0);
+    c.ssm_state = k.integer("ssm.state_size", 0);
+    c.ssm_groups = k.integer("ssm.group_count", 1);
+    c.n_heads = c.n_kv_heads = c.ssm_dt_rank = k.integer("ssm.time_step_rank", 0);
+    c.head_dim = c.n_heads > 0 ? c.ssm_inner / c.n_heads : 0;
+    c.layer_types.assign(c.n_layers, "mamba2");
   }
   if (c.family == "jamba") {
     c.conv_kernel = k.integer("ssm.conv_kernel", 4);

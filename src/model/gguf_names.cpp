@@ -93,6 +93,16 @@ const std::map<std::string, ArchNames>& arch_table() {
     t["llama"] = {"model.layers.", kDecoderGlobal, join({kDecoderBlock, mixtral})};
     t["olmo2"] = {"model.layers.", kDecoderGlobal, olmo2_block};
     t["command-r"] = {"model.layers.", kDecoderGlobal, kDecoderBlock};
+    t["mamba2"] = {"backbone.layers.",
+                   {{"token_embd", "backbone.embeddings"}, {"output_norm", "backbone.norm_f"}, {"output", "lm_head"}},
+                   {{"attn_norm", "norm"},
+                    {"ssm_in", "mixer.in_proj"},
+                    {"ssm_conv1d", "mixer.conv1d"},
+                    {"ssm_dt.bias", "mixer.dt_bias"},  // whole names: the suffix itself is renamed
+                    {"ssm_a", "mixer.A_log"},
+                    {"ssm_d", "mixer.D"},
+                    {"ssm_norm", "mixer.norm"},
+                    {"ssm_out", "mixer.out_proj"}}};
     t["jamba"] = {"model.layers.",
                   {{"token_embd", "model.embed_tokens"}, {"output_norm", "model.final_layernorm"}, {"output", "lm_head"}},
                   join({{{"attn_norm", "input_layernorm"},
@@ -465,10 +475,13 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
         t = unshift_norm(t);
       } else if (arch == "lfm2" && rest == "shortconv.conv.weight" && t.shape.size() == 2) {
         t.shape = {t.shape[0], 1, t.shape[1]};
-      } else if (arch == "jamba" && rest == "ssm_conv1d.weight" && t.shape.size() == 2) {
+      } else if ((arch == "jamba" || arch == "mamba2") && rest == "ssm_conv1d.weight" && t.shape.size() == 2) {
         t.shape = {t.shape[0], 1, t.shape[1]};  // squeezed by the converter
-      } else if (arch == "jamba" && rest == "ssm_a") {
+      } else if ((arch == "jamba" || arch == "mamba2") && rest == "ssm_a") {
         t = a_log_of(file, ti.name, t);
+        if (arch == "mamba2") t.shape = {t.numel()};  // unsqueezed to [heads, 1] by the converter
+      } else if (arch == "mamba2" && (rest == "ssm_d" || rest == "ssm_norm.weight")) {
+        t.shape = {t.numel()};  // [heads, 1] and [groups, d_inner / groups] in the file
       }
     }
     store.add(hf, t, file.name());

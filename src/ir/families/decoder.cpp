@@ -345,6 +345,11 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   auto some_layers = [](const json& apply) { return apply != json(true) && apply != json(false); };
   if (some_layers(attn_apply) || some_layers(conv_apply) || some_layers(mamba_apply))
     doc["extensions"] = {{"layer_apply", 1}};
+  doc["tokenizer"] = tokenizer_block(c);
+  return doc;
+}
+
+json tokenizer_block(const ModelConfig& c) {
   json tok = {{"type", "bpe"}, {"source", "tokenizer.json"}};
   tok["bos"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
   json specials = json::object();
@@ -352,8 +357,7 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c) {
   if (c.bos_token_id >= 0) specials["bos"] = c.bos_token_id;
   if (c.pad_token_id >= 0) specials["pad"] = c.pad_token_id;
   tok["specials"] = specials;
-  doc["tokenizer"] = tok;
-  return doc;
+  return tok;
 }
 
 DecoderSpec llama_like(const ModelConfig& c) {

@@ -122,4 +122,7 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c);
 
 json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c);
 
+// The document's "tokenizer": tokenizer.json beside it, bos and specials from the config.
+json tokenizer_block(const ModelConfig& c);
+
 }  // namespace bonfire::ir

@@ -18,6 +18,7 @@ const FamilyModule kModules[] = {
     {"gpt2", gpt2_ir},       {"gpt_neox", gpt_neox_ir},  {"falcon", falcon_ir},    {"bloom", bloom_ir},
     {"granite", granite_ir}, {"deepseek_v3", deepseek_v3_ir}, {"lfm2", lfm2_ir},        {"mpt", mpt_ir},
     {"olmo2", olmo2_ir},     {"starcoder2", starcoder2_ir}, {"jamba", jamba_ir},       {"cohere", cohere_ir},
+    {"mamba2", mamba2_ir},
 };
 
 }  // namespace

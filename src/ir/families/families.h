@@ -36,5 +36,6 @@ nlohmann::json olmo2_ir(const ModelConfig& c);
 nlohmann::json starcoder2_ir(const ModelConfig& c);
 nlohmann::json jamba_ir(const ModelConfig& c);
 nlohmann::json cohere_ir(const ModelConfig& c);
+nlohmann::json mamba2_ir(const ModelConfig& c);
 
 }  // namespace bonfire::ir
