@@ -20,12 +20,13 @@ set(FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 # per-target SIMD) is most of the library's compile time and parses nothing.
 set(FUZZ_KERNELS_SRC src/kernels/package.cpp src/kernels/check.cpp src/kernels/select.cpp
     src/kernels/scope.cpp src/kernels/device.cpp)
-# Of the model and IR layers only the parsers: no model configs and families
-# (HF config -> IR), no lowering, generation or perplexity.
+# Of the model and IR layers only the parsers and the IR's checks: no model
+# configs and families (HF config -> IR), generation or perplexity. The
+# lowering comes along: the IR op table holds each op's check and lowering.
 set(FUZZ_MODEL_SRC ${MODEL_SRC})
 list(FILTER FUZZ_MODEL_SRC EXCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$")
 set(FUZZ_IR_SRC ${IR_SRC})
-list(FILTER FUZZ_IR_SRC EXCLUDE REGEX "src/ir/(families/.*|lower[^/]*|generation|perplexity)\\.cpp$")
+list(FILTER FUZZ_IR_SRC EXCLUDE REGEX "src/ir/(families/.*|generation|perplexity)\\.cpp$")
 # The network's request parsers (net/request_fields.cpp: shared by the
 # OpenAI and generate request parsers).
 set(FUZZ_NET_SRC src/net/frame.cpp src/net/openai.cpp)
@@ -92,14 +93,14 @@ endforeach()
 # The parsers' unit tests under the same sanitizers (ASan + UBSan, -O1):
 # a truncated or lying file must fail cleanly, never read past a buffer.
 # They link the fuzz library plus the few layers it leaves out that these
-# tests reach (model configs and families, the lowering, generation, the
+# tests reach (model configs and families, generation, the
 # network's URL and model-hash helpers), compiled the same way.
 option(BONFIRE_ASAN_TESTS "the parsers' unit tests under ASan + UBSan" ON)
 if(BONFIRE_ASAN_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)
   set(ASAN_EXTRA_SRC ${MODEL_SRC} ${IR_SRC})
-  list(FILTER ASAN_EXTRA_SRC INCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$|src/ir/(families/.*|lower[^/]*|generation|perplexity)\\.cpp$")
+  list(FILTER ASAN_EXTRA_SRC INCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$|src/ir/(families/.*|generation|perplexity)\\.cpp$")
   list(APPEND ASAN_EXTRA_SRC src/net/model_hash.cpp src/net/model_fingerprint.cpp src/net/url.cpp)
   add_library(bonfire_asan_extra STATIC ${ASAN_EXTRA_SRC})
   target_compile_options(bonfire_asan_extra PRIVATE ${FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
