@@ -270,8 +270,22 @@ def llama_like_config(d: Dims, *, model_type: str, arch: str, rope_theta: float,
     return dict(sorted(cfg.items()))
 
 
+def add_attention(cfg: dict, w: Weights, p: str, *, qkv_bias: bool = False, o_bias: bool = False) -> None:
+    """q/k/v/o projections of one layer (prefix `p`), nn.Linear's [out, in]."""
+    H, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or H // nh
+    for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
+        w.add(p + f"self_attn.{proj}.weight", (rows, H))
+        if qkv_bias:
+            w.add(p + f"self_attn.{proj}.bias", (rows,))
+    w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+    if o_bias:
+        w.add(p + "self_attn.o_proj.bias", (H,))
+
+
 def add_llama_layers(cfg: dict, w: Weights, *, qkv_bias: bool = False, qk_norm: str | None = None,
-                     mlp: str = "dense", norm_kind: str = "norm", o_bias: bool = False) -> None:
+                     mlp: str = "dense", norm_kind: str = "norm", o_bias: bool = False, input_norm: bool = True,
+                     ffn_norm: bool = True) -> None:
     """Register the usual decoder tensors (embeddings, attention, MLP, norms)."""
     H, V = cfg["hidden_size"], cfg["vocab_size"]
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -279,24 +293,17 @@ def add_llama_layers(cfg: dict, w: Weights, *, qkv_bias: bool = False, qk_norm: 
     w.add("model.embed_tokens.weight", (V, H))
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        w.add(p + "input_layernorm.weight", (H,), norm_kind)
-        w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
-        w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
-        w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
-        w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
-        if qkv_bias:
-            w.add(p + "self_attn.q_proj.bias", (nh * hd,))
-            w.add(p + "self_attn.k_proj.bias", (nkv * hd,))
-            w.add(p + "self_attn.v_proj.bias", (nkv * hd,))
-        if o_bias:
-            w.add(p + "self_attn.o_proj.bias", (H,))
+        if input_norm:
+            w.add(p + "input_layernorm.weight", (H,), norm_kind)
+        add_attention(cfg, w, p, qkv_bias=qkv_bias, o_bias=o_bias)
         if qk_norm == "head":
             w.add(p + "self_attn.q_norm.weight", (hd,), norm_kind)
             w.add(p + "self_attn.k_norm.weight", (hd,), norm_kind)
         elif qk_norm == "full":
             w.add(p + "self_attn.q_norm.weight", (nh * hd,), norm_kind)
             w.add(p + "self_attn.k_norm.weight", (nkv * hd,), norm_kind)
-        w.add(p + "post_attention_layernorm.weight", (H,), norm_kind)
+        if ffn_norm:
+            w.add(p + "post_attention_layernorm.weight", (H,), norm_kind)
         if mlp == "dense":
             F = cfg["intermediate_size"]
             w.add(p + "mlp.gate_proj.weight", (F, H))
@@ -1349,25 +1356,10 @@ class Olmo2(Family):
                                  extra={"max_position_embeddings": 4096})
 
     def hf_tensors(self, cfg, w):
-        H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
-        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        hd = H // nh
-        w.add("model.embed_tokens.weight", (V, H))
+        # OLMo 2's post_attention_layernorm norms the attention output; no pre-norms.
+        add_llama_layers(cfg, w, qk_norm="full", input_norm=False)
         for i in range(cfg["num_hidden_layers"]):
-            p = f"model.layers.{i}."
-            w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
-            w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
-            w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
-            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
-            w.add(p + "self_attn.q_norm.weight", (nh * hd,), "norm")
-            w.add(p + "self_attn.k_norm.weight", (nkv * hd,), "norm")
-            w.add(p + "post_attention_layernorm.weight", (H,), "norm")
-            w.add(p + "mlp.gate_proj.weight", (F, H))
-            w.add(p + "mlp.up_proj.weight", (F, H))
-            w.add(p + "mlp.down_proj.weight", (H, F))
-            w.add(p + "post_feedforward_layernorm.weight", (H,), "norm")
-        w.add("model.norm.weight", (H,), "norm")
-        w.add("lm_head.weight", (V, H))
+            w.add(f"model.layers.{i}.post_feedforward_layernorm.weight", (cfg["hidden_size"],), "norm")
 
     def gguf_params(self, cfg):
         return base_params(self.gguf_arch, cfg)
@@ -1401,19 +1393,13 @@ class Starcoder2(Family):
 
     def hf_tensors(self, cfg, w):
         H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
-        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        hd = H // nh
         w.add("model.embed_tokens.weight", (V, H))
         for i in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{i}."
             for ln in ("input_layernorm", "post_attention_layernorm"):
                 w.add(p + ln + ".weight", (H,), "norm")
                 w.add(p + ln + ".bias", (H,))
-            for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
-                w.add(p + f"self_attn.{proj}.weight", (rows, H))
-                w.add(p + f"self_attn.{proj}.bias", (rows,))
-            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
-            w.add(p + "self_attn.o_proj.bias", (H,))
+            add_attention(cfg, w, p, qkv_bias=True, o_bias=True)
             w.add(p + "mlp.c_fc.weight", (F, H))
             w.add(p + "mlp.c_fc.bias", (F,))
             w.add(p + "mlp.c_proj.weight", (H, F))
@@ -1474,18 +1460,13 @@ class Jamba(Family):
 
     def hf_tensors(self, cfg, w):
         H, V, F, E = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"], cfg["num_experts"]
-        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        hd = H // nh
         DI, N, R, K = cfg["mamba_expand"] * H, cfg["mamba_d_state"], cfg["mamba_dt_rank"], cfg["mamba_d_conv"]
         w.add("model.embed_tokens.weight", (V, H))
         for i in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{i}."
             w.add(p + "input_layernorm.weight", (H,), "norm")
             if self.is_attention(cfg, i):
-                w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
-                w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
-                w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
-                w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
+                add_attention(cfg, w, p)
             else:
                 m = p + "mamba."
                 w.add(m + "in_proj.weight", (2 * DI, H))
@@ -1568,21 +1549,7 @@ class Cohere(Family):
             "model_max_length": 131072})
 
     def hf_tensors(self, cfg, w):
-        H, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
-        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        hd = H // nh
-        w.add("model.embed_tokens.weight", (V, H))
-        for i in range(cfg["num_hidden_layers"]):
-            p = f"model.layers.{i}."
-            w.add(p + "input_layernorm.weight", (H,), "norm")
-            w.add(p + "self_attn.q_proj.weight", (nh * hd, H))
-            w.add(p + "self_attn.k_proj.weight", (nkv * hd, H))
-            w.add(p + "self_attn.v_proj.weight", (nkv * hd, H))
-            w.add(p + "self_attn.o_proj.weight", (H, nh * hd))
-            w.add(p + "mlp.gate_proj.weight", (F, H))
-            w.add(p + "mlp.up_proj.weight", (F, H))
-            w.add(p + "mlp.down_proj.weight", (H, F))
-        w.add("model.norm.weight", (H,), "norm")
+        add_llama_layers(cfg, w, ffn_norm=False)  # one norm feeds attention and MLP
 
     def gguf_params(self, cfg):
         a = self.gguf_arch
