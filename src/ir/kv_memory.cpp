@@ -34,7 +34,10 @@ KvMemory kv_memory(const json& doc, int64_t ctx, const WeightStore* weights) {
   // A session never holds more positions than the model's context.
   const int64_t model_ctx = doc["model"]["ctx"].get<int64_t>();
   o.ctx = ctx > 0 ? std::min(ctx, model_ctx) : model_ctx;
-  const json call = lower(doc, o, weights);
+  return kv_memory_of(doc, lower(doc, o, weights), o.ctx);
+}
+
+KvMemory kv_memory_of(const json& doc, const json& call, int64_t ctx) {
   std::map<std::string, std::string> slot_kind;
   if (doc["block"].contains("state"))
     for (const auto& s : doc["block"]["state"]) slot_kind[s["name"].get<std::string>()] = s["kind"].get<std::string>();
@@ -46,7 +49,7 @@ KvMemory kv_memory(const json& doc, int64_t ctx, const WeightStore* weights) {
   };
   std::map<int64_t, Layer> layers;
   KvMemory m;
-  m.ctx = o.ctx;
+  m.ctx = ctx;
   static const std::regex alloc(R"(L(\d+)\.([^.]+)\.[^.]+\.alloc)");  // "L3.kv.k.alloc" (Lowerer::state)
   for (const auto& n : call["nodes"]) {
     std::smatch g;
@@ -62,7 +65,7 @@ KvMemory kv_memory(const json& doc, int64_t ctx, const WeightStore* weights) {
     if (slot_kind[slot] != "kv") {
       l.kind = l.kind.empty() ? "recurrent" : l.kind;
       l.fixed += bytes;
-    } else if (shape[0] < o.ctx) {
+    } else if (shape[0] < ctx) {
       l.kind = "window";  // a ring of the window's rows
       l.fixed += bytes;
     } else {

@@ -28,7 +28,10 @@ struct KvMemory {
   std::string summary() const;  // "KV cache at ctx 32768: 20.0 MiB (2 attention layers: 512 B/token; ...)"
 };
 
-// For a session of `ctx` positions (the document's ctx when 0).
+// For a session of `ctx` positions (the document's ctx when 0): lowers the
+// allocating prefill and reads it.
 KvMemory kv_memory(const nlohmann::json& doc, int64_t ctx, const WeightStore* weights = nullptr);
+// The same from a prefill already lowered for `ctx` (allocate, one token).
+KvMemory kv_memory_of(const nlohmann::json& doc, const nlohmann::json& prefill, int64_t ctx);
 
 }  // namespace bonfire::ir

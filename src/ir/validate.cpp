@@ -119,8 +119,6 @@ std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, j
 
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
-
 // ---- R1, R2, R3 -------------------------------------------------------
 
 // The op's definition in the schema ("op_linear", "op_plain", ...), read

@@ -12,10 +12,6 @@
 
 namespace bonfire::ir::detail {
 
-namespace {
-std::string str(int64_t v) { return std::to_string(v); }
-}  // namespace
-
 int Widths::fresh() {
   vars_.push_back({static_cast<int>(vars_.size()), -1, ""});
   return vars_.back().parent;

@@ -51,6 +51,7 @@ std::vector<std::string> in_names(const json& node);
 std::vector<std::string> output_names(const json& doc);
 std::vector<std::string> input_names(const json& doc);
 std::string quoted(const std::string& s);  // "\"x\""
+inline std::string str(int64_t v) { return std::to_string(v); }  // sizes in messages
 
 // a*b and a+b for sizes; -1 (unknown: nothing is checked) when an operand is
 // negative or the result overflows, so absurd sizes never wrap.

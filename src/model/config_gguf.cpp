@@ -212,21 +212,20 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
     if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
       for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : other);
   }
-  if (c.family == "mamba2") {
-    // The converter writes head_count 0: the heads are the scan's (time_step_rank).
-    c.conv_kernel = k.integer("ssm.conv_kernel", 4);
-    c.ssm_inner = k.integer("ssm.inner_size", 0);
-    c.ssm_state = k.integer("ssm.state_size", 0);
-    c.ssm_groups = k.integer("ssm.group_count", 1);
-    c.n_heads = c.n_kv_heads = c.ssm_dt_rank = k.integer("ssm.time_step_rank", 0);
-    c.head_dim = c.n_heads > 0 ? c.ssm_inner / c.n_heads : 0;
-    c.layer_types.assign(c.n_layers, "mamba2");
-  }
-  if (c.family == "jamba") {
+  if (c.family == "jamba" || c.family == "mamba2") {
     c.conv_kernel = k.integer("ssm.conv_kernel", 4);
     c.ssm_inner = k.integer("ssm.inner_size", 0);
     c.ssm_state = k.integer("ssm.state_size", 0);
     c.ssm_dt_rank = k.integer("ssm.time_step_rank", 0);
+    c.ssm_groups = k.integer("ssm.group_count", 1);
+  }
+  if (c.family == "mamba2") {
+    // The converter writes head_count 0: the heads are the scan's (time_step_rank).
+    c.n_heads = c.n_kv_heads = c.ssm_dt_rank;
+    c.head_dim = c.n_heads > 0 ? c.ssm_inner / c.n_heads : 0;
+    c.layer_types.assign(c.n_layers, "mamba2");
+  }
+  if (c.family == "jamba") {
     // llama.cpp gives a layer experts where the file has a router for it.
     if (have && !have->router_layers.empty())
       for (int64_t i = 0; i < c.n_layers; ++i)

@@ -67,8 +67,9 @@ void ServedModel::measure_layers() {
   o.mode = "prefill";
   o.tokens = 1;
   o.ctx = local_->ctx();
-  count(ir::lower(local_->ir(), o, &local_->weights()));
-  kv_ = ir::kv_memory(local_->ir(), local_->ctx(), &local_->weights()).to_json();
+  const json prefill = ir::lower(local_->ir(), o, &local_->weights());
+  count(prefill);
+  kv_ = ir::kv_memory_of(local_->ir(), prefill, o.ctx).to_json();
 }
 
 int64_t ServedModel::total_bytes() const {

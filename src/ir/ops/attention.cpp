@@ -10,9 +10,9 @@ namespace bonfire::ir {
 using detail::Checker;
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 // ---- rules ------------------------------------------------------------------
 

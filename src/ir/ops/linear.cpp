@@ -6,9 +6,9 @@ namespace bonfire::ir {
 
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 // ---- embedding, pos_embedding: rows of a table [rows, width] --------------
 

@@ -20,9 +20,9 @@ namespace bonfire::ir {
 using detail::Checker;
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 bool ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;

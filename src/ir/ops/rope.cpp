@@ -10,9 +10,9 @@ namespace bonfire::ir {
 using detail::Checker;
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 size_t rope_outputs(const json& node, std::string& why) {
   const size_t n = node["in"].size();

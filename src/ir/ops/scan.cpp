@@ -8,9 +8,9 @@ namespace bonfire::ir {
 
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 std::string weight_or_null(Lowerer& L, const char* key) {
   if (!L.has(key)) return "";

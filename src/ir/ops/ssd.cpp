@@ -9,9 +9,9 @@ namespace bonfire::ir {
 using detail::Checker;
 using detail::Flow;
 
-namespace {
+using detail::str;
 
-std::string str(int64_t v) { return std::to_string(v); }
+namespace {
 
 const char* const kInts[] = {"heads", "head_dim", "d_state"};
 const char* const kWeights[] = {"a", "d", "dt_bias"};
