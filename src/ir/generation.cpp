@@ -9,7 +9,7 @@
 #include "core/file.h"
 #include "graph/executor.h"
 #include "graph/profile.h"
-#include "ir/families/families.h"
+#include "model/family.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
 #include "ir/validate.h"
@@ -75,7 +75,7 @@ json ir_for_model(const ModelFiles& files) {
   if (!files.is_gguf() && fs::exists(own)) {
     return parse_json_file(own.string());
   }
-  return ir_from_config(files.config());
+  return family_document(files.config());
 }
 
 json GenerateResult::to_json(const std::string& model) const {

@@ -8,15 +8,17 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "core/tensor.h"
+#include "model/config_keys.h"
+#include "model/family.h"
 
 namespace bonfire {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace {
+namespace cfg {
 
-[[noreturn]] void fail(const std::string& source, const std::string& what) {
+void fail(const std::string& source, const std::string& what) {
   throw Error(ErrorCode::BadGraph, source + ": " + what);
 }
 
@@ -79,6 +81,12 @@ std::vector<int64_t> id_list(const json* v) {
   return out;
 }
 
+}  // namespace cfg
+
+namespace {
+
+using namespace cfg;
+
 json read_json_file(const std::string& path) {
   return parse_json_file(path);
 }
@@ -132,271 +140,10 @@ void read_common(const json& j, ModelConfig& c) {
     for (const auto& t : *lt) c.layer_types.push_back(t.is_string() ? t.get<std::string>() : "");
 }
 
-void read_moe(const json& j, ModelConfig& c) {
-  const std::string& s = c.source;
-  c.n_experts = get_int(j, {"num_local_experts", "num_experts", "n_routed_experts"}, 0, s);
-  c.n_experts_per_tok = get_int(j, {"num_experts_per_tok"}, 0, s);
-  c.moe_intermediate_size = get_int(j, {"moe_intermediate_size"}, c.intermediate_size, s);
-  c.n_shared_experts = get_int(j, {"n_shared_experts"}, 0, s);
-  c.shared_expert_intermediate_size = get_int(j, {"shared_expert_intermediate_size"}, 0, s);
-  c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, c.family == "mixtral");
-  c.moe_layer_freq = get_int(j, {"decoder_sparse_step", "moe_layer_freq"}, 1, s);
-  c.mlp_only_layers = id_list(find_key(j, {"mlp_only_layers"}));
-  // Experts packed in ONNX Runtime's QMoE layout (docs/QMOE.md).
-  if (const json* q = find_key(j, {"quantization_config"}); q && q->is_object() &&
-                                                            q->value("quant_method", json()) == "qmoe") {
-    c.expert_quant = "qmoe";
-    c.expert_quant_bits = get_int(*q, {"bits"}, 4, s);
-    c.expert_quant_block = get_int(*q, {"block_size"}, 0, s);
-    if (c.expert_quant_bits != 4 && c.expert_quant_bits != 8)
-      throw Error(ErrorCode::BadGraph, s + ": quantization_config.bits " + std::to_string(c.expert_quant_bits) +
-                                           " (qmoe experts are 4 or 8 bits)");
-  }
-}
 
-using FamilyFn = void (*)(const json&, ModelConfig&);
-
-void llama_like(const json& j, ModelConfig& c) { read_common(j, c); }
-
-void qwen3(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.qk_norm = true;
-}
-
-void moe_family(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  read_moe(j, c);
-  c.qk_norm = c.family == "qwen3_moe" || c.family == "olmoe";
-}
-
-void gemma(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm_weight_offset = true;
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-  c.hidden_act = get_str(j, {"hidden_activation", "hidden_act"}, "gelu_pytorch_tanh");
-  if (c.family == "gemma") return;
-  c.attn_logit_softcap = get_num(j, {"attn_logit_softcapping"}, 0, c.source);
-  c.final_logit_softcap = get_num(j, {"final_logit_softcapping"}, 0, c.source);
-  c.query_pre_attn_scalar = get_num(j, {"query_pre_attn_scalar"}, 0, c.source);
-  if (c.family == "gemma3_text") {
-    c.qk_norm = true;
-    c.rope_local_theta = get_num(j, {"rope_local_base_freq"}, 10000, c.source);
-  }
-  if (c.layer_types.empty()) {
-    // Gemma 2 alternates sliding and global layers; Gemma 3 has every
-    // sliding_window_pattern-th layer global.
-    const int64_t pattern = c.family == "gemma2" ? 2 : get_int(j, {"sliding_window_pattern"}, 6, c.source);
-    for (int64_t i = 0; i < c.n_layers; ++i)
-      c.layer_types.push_back((i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
-  }
-}
-
-void phi3(const json& j, ModelConfig& c) { read_common(j, c); }
-
-void gpt2(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
-  c.hidden_act = get_str(j, {"activation_function"}, "gelu_new");
-  if (c.intermediate_size == 0) c.intermediate_size = 4 * c.hidden_size;
-  c.attention_bias = c.mlp_bias = true;
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-  c.partial_rotary_factor = 0;  // learned absolute positions
-}
-
-void gpt_neox(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_eps"}, 1e-5, c.source);
-  c.hidden_act = get_str(j, {"hidden_act"}, "gelu");
-  c.parallel_residual = get_bool(j, {"use_parallel_residual"}, true);
-  c.attention_bias = get_bool(j, {"attention_bias"}, true);
-  c.mlp_bias = true;
-}
-
-void falcon(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
-  c.hidden_act = get_str(j, {"activation"}, "gelu");
-  const bool new_arch = get_bool(j, {"new_decoder_architecture"}, false);
-  const bool mqa = get_bool(j, {"multi_query"}, true);
-  c.n_kv_heads = new_arch ? get_int(j, {"num_kv_heads", "n_head_kv"}, c.n_heads, c.source) : mqa ? 1 : c.n_heads;
-  c.parallel_residual = new_arch || get_bool(j, {"parallel_attn"}, true);
-  c.alibi = get_bool(j, {"alibi"}, false);
-  c.attention_bias = c.mlp_bias = get_bool(j, {"bias"}, false);
-  if (c.intermediate_size == 0) c.intermediate_size = get_int(j, {"ffn_hidden_size"}, 4 * c.hidden_size, c.source);
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-}
-
-void bloom(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
-  c.hidden_act = "gelu_new";  // BloomGelu is the tanh approximation
-  c.alibi = true;
-  c.partial_rotary_factor = 0;
-  c.intermediate_size = 4 * c.hidden_size;
-  c.attention_bias = c.mlp_bias = true;
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-}
-
-void mpt(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_epsilon"}, 1e-5, c.source);
-  c.hidden_act = "gelu_exact";
-  c.intermediate_size = get_int(j, {"expansion_ratio"}, 4, c.source) * c.hidden_size;
-  const json attn = j.value("attn_config", json::object());
-  c.alibi = get_bool(attn, {"alibi"}, true);
-  c.alibi_max = get_num(attn, {"alibi_bias_max"}, 8, c.source);
-  c.partial_rotary_factor = 0;
-  c.attention_bias = c.mlp_bias = !get_bool(j, {"no_bias"}, true);
-  c.tie_word_embeddings = true;
-}
-
-void granite(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.attention_multiplier = get_num(j, {"attention_multiplier"}, 0, c.source);
-  c.embedding_multiplier = get_num(j, {"embedding_multiplier"}, 0, c.source);
-  c.residual_multiplier = get_num(j, {"residual_multiplier"}, 0, c.source);
-  c.logits_scaling = get_num(j, {"logits_scaling"}, 0, c.source);
-}
-
-void deepseek_v3(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  read_moe(j, c);
-  const std::string& s = c.source;
-  c.moe_scoring = get_str(j, {"scoring_func"}, "sigmoid");
-  c.routed_scaling_factor = get_num(j, {"routed_scaling_factor"}, 1.0, s);
-  c.n_group = get_int(j, {"n_group"}, 0, s);
-  c.topk_group = get_int(j, {"topk_group"}, 0, s);
-  c.first_k_dense_replace = get_int(j, {"first_k_dense_replace"}, 0, s);
-  c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, true);
-  c.q_lora_rank = get_int(j, {"q_lora_rank"}, 0, s);
-  c.kv_lora_rank = get_int(j, {"kv_lora_rank"}, 0, s);
-  c.qk_rope_head_dim = get_int(j, {"qk_rope_head_dim"}, 0, s);
-  c.qk_nope_head_dim = get_int(j, {"qk_nope_head_dim"}, 0, s);
-  c.v_head_dim = get_int(j, {"v_head_dim"}, 0, s);
-  c.head_dim = c.qk_rope_head_dim + c.qk_nope_head_dim;
-  c.rope_interleaved = get_bool(j, {"rope_interleave"}, true);
-}
-
-void lfm2(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  const std::string& s = c.source;
-  c.conv_kernel = get_int(j, {"conv_L_cache"}, 3, s);
-  c.norm_eps = get_num(j, {"norm_eps"}, 1e-5, s);
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings", "tie_embedding"}, true);
-  if (c.layer_types.empty()) {
-    const auto full = id_list(find_key(j, {"full_attn_idxs"}));
-    for (int64_t i = 0; i < c.n_layers; ++i)
-      c.layer_types.push_back(std::count(full.begin(), full.end(), i) ? "full_attention" : "conv");
-  }
-  // LFM2 sizes its feed-forward from block_ff_dim with auto-adjustment.
-  int64_t ff = get_int(j, {"block_ff_dim", "intermediate_size"}, c.intermediate_size, s);
-  if (get_bool(j, {"block_auto_adjust_ff_dim"}, false)) {
-    ff = 2 * ff / 3;
-    const double mult = get_num(j, {"block_ffn_dim_multiplier"}, 1.0, s);
-    ff = (int64_t)(mult * ff);
-    const int64_t m = get_int(j, {"block_multiple_of"}, 256, s);
-    ff = m * ((ff + m - 1) / m);
-  }
-  c.intermediate_size = ff;
-  c.qk_norm = true;
-}
-
-// Jamba: attention on layers attn_layer_offset + k·attn_layer_period, Mamba
-// on the others; experts on layers expert_layer_offset + k·expert_layer_period.
-void jamba(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  const std::string& s = c.source;
-  read_moe(j, c);
-  c.conv_kernel = get_int(j, {"mamba_d_conv"}, 4, s);
-  c.ssm_state = get_int(j, {"mamba_d_state"}, 16, s);
-  c.ssm_inner = get_int(j, {"mamba_expand"}, 2, s) * c.hidden_size;
-  const json* rank = find_key(j, {"mamba_dt_rank"});
-  c.ssm_dt_rank = rank && rank->is_number_integer() ? rank->get<int64_t>() : (c.hidden_size + 15) / 16;  // "auto"
-  if (get_bool(j, {"mamba_proj_bias"}, false) || !get_bool(j, {"mamba_conv_bias"}, true))
-    fail(s, "Jamba with mamba_proj_bias = true or mamba_conv_bias = false is not supported (llama.cpp's layout has "
-            "a conv bias and no projection biases)");
-  const int64_t a_off = get_int(j, {"attn_layer_offset"}, 4, s), a_per = get_int(j, {"attn_layer_period"}, 8, s);
-  const int64_t e_off = get_int(j, {"expert_layer_offset"}, 1, s), e_per = get_int(j, {"expert_layer_period"}, 2, s);
-  if (a_per < 1 || e_per < 1 || a_off < 0 || e_off < 0)
-    fail(s, "attn_layer_period/offset and expert_layer_period/offset must be a positive period and an offset >= 0");
-  c.layer_types.clear();
-  c.mlp_only_layers.clear();
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    c.layer_types.push_back(i >= a_off && (i - a_off) % a_per == 0 ? "full_attention" : "mamba");
-    if (!(i >= e_off && (i - e_off) % e_per == 0)) c.mlp_only_layers.push_back(i);
-  }
-}
-
-// Cohere Command-R: bias-free LayerNorms, attention and MLP in parallel on
-// one norm, tied embeddings, logits times logit_scale.
-void cohere(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"layer_norm_eps"}, 1e-5, c.source);
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-  if (get_bool(j, {"use_qk_norm"}, false))
-    fail(c.source, "use_qk_norm = true (Command R+'s per-head q/k LayerNorms) is not supported");
-  const double scale = get_num(j, {"logit_scale"}, 1.0, c.source);
-  if (!(scale > 0)) fail(c.source, "logit_scale = " + std::to_string(scale) + " must be positive");
-  c.logits_scaling = 1 / scale;  // the field divides (Granite's meaning)
-}
-
-// Mamba-2: every layer a Mamba-2 mixer (no attention, no MLP).
-void mamba2(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  const std::string& s = c.source;
-  c.norm_eps = get_num(j, {"layer_norm_epsilon", "rms_norm_eps"}, 1e-5, s);
-  c.conv_kernel = get_int(j, {"conv_kernel", "d_conv"}, 4, s);
-  c.ssm_state = get_int(j, {"state_size", "d_state"}, 128, s);
-  c.ssm_inner = get_int(j, {"expand"}, 2, s) * c.hidden_size;
-  c.ssm_groups = get_int(j, {"n_groups"}, 1, s);
-  c.head_dim = get_int(j, {"head_dim"}, 64, s);
-  c.n_heads = c.n_kv_heads = get_int(j, {"num_heads"}, c.head_dim > 0 ? c.ssm_inner / c.head_dim : 0, s);
-  c.ssm_dt_rank = c.n_heads;
-  if (get_bool(j, {"use_bias"}, false) || !get_bool(j, {"use_conv_bias"}, true) || get_bool(j, {"norm_before_gate"}, false))
-    fail(s, "Mamba-2 with use_bias, without use_conv_bias or with norm_before_gate is not supported");
-  if (c.n_heads * c.head_dim != c.ssm_inner)
-    fail(s, "num_heads " + std::to_string(c.n_heads) + " x head_dim " + std::to_string(c.head_dim) +
-                " is not expand x hidden_size = " + std::to_string(c.ssm_inner));
-  c.layer_types.assign(c.n_layers, "mamba2");
-}
-
-void olmo2(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.qk_norm = true;  // q_norm and k_norm over the whole projection
-}
-
-void starcoder2(const json& j, ModelConfig& c) {
-  read_common(j, c);
-  c.norm = "layernorm";
-  c.norm_eps = get_num(j, {"norm_epsilon", "layer_norm_epsilon"}, 1e-5, c.source);
-  c.attention_bias = c.mlp_bias = get_bool(j, {"use_bias"}, true);
-  c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
-}
-
-struct Family {
-  const char* name;
-  FamilyFn fn;
-};
-
-const Family kFamilies[] = {
-    {"llama", llama_like},   {"mistral", llama_like},        {"mixtral", moe_family},   {"qwen2", llama_like},
-    {"qwen2_moe", moe_family}, {"qwen3", qwen3},             {"qwen3_moe", moe_family}, {"gemma", gemma},
-    {"gemma2", gemma},       {"gemma3_text", gemma},         {"phi3", phi3},            {"gpt2", gpt2},
-    {"gpt_neox", gpt_neox},  {"falcon", falcon},             {"bloom", bloom},          {"mpt", mpt},
-    {"olmoe", moe_family},   {"granite", granite},           {"deepseek_v3", deepseek_v3}, {"lfm2", lfm2},
-    {"olmo2", olmo2},        {"starcoder2", starcoder2},      {"jamba", jamba},          {"cohere", cohere},
-    {"mamba2", mamba2},
-};
-
-void check_config(const ModelConfig& c) {
+void check_config(const ModelConfig& c, const Family& family) {
   check_config_sizes(c, t_have);
-  check_mla_ranks(c);
+  if (family.check) family.check(c);
   auto need = [&](int64_t v, const char* what) {
     if (v <= 0) fail(c.source, std::string(what) + " must be a positive number (model_type " + c.family + ")");
   };
@@ -415,33 +162,33 @@ void check_config(const ModelConfig& c) {
 
 }  // namespace
 
-// Multi-head latent attention: the ranks must fit together before a weight
-// is read (the latent cache is kv_lora_rank + qk_rope_head_dim wide).
-void check_mla_ranks(const ModelConfig& c) {
-  if (c.family != "deepseek_v3") return;
-  auto key = [&](const char* field) {
-    const auto it = c.keys.find(field);
-    return it != c.keys.end() ? it->second : std::string(field);
-  };
-  auto str = [](int64_t v) { return std::to_string(v); };
-  auto need = [&](bool ok, const std::string& field, const std::string& why) {
-    if (!ok) fail(c.source, field + " " + why + " (multi-head latent attention)");
-  };
-  need(c.kv_lora_rank > 0, key("kv_lora_rank"), "= " + str(c.kv_lora_rank) + " must be positive: it is the latent's width");
-  need(c.qk_rope_head_dim > 0 && c.qk_rope_head_dim % 2 == 0, key("qk_rope_head_dim"),
-       "= " + str(c.qk_rope_head_dim) + " must be positive and even (rotary pairs)");
-  need(c.qk_nope_head_dim > 0, key("qk_nope_head_dim"), "= " + str(c.qk_nope_head_dim) + " must be positive");
-  need(c.v_head_dim > 0, key("v_head_dim"), "= " + str(c.v_head_dim) + " must be positive");
-  if (c.raw.is_object() && c.raw.contains("qk_head_dim") && c.raw["qk_head_dim"].is_number_integer())
-    need(c.raw["qk_head_dim"].get<int64_t>() == c.qk_nope_head_dim + c.qk_rope_head_dim, "qk_head_dim",
-         "= " + c.raw["qk_head_dim"].dump() + " is not qk_nope_head_dim + qk_rope_head_dim = " + str(c.qk_nope_head_dim) +
-             " + " + str(c.qk_rope_head_dim));
+void cfg::read_moe_keys(const json& j, ModelConfig& c) {
+  const std::string& s = c.source;
+  c.n_experts = get_int(j, {"num_local_experts", "num_experts", "n_routed_experts"}, 0, s);
+  c.n_experts_per_tok = get_int(j, {"num_experts_per_tok"}, 0, s);
+  c.moe_intermediate_size = get_int(j, {"moe_intermediate_size"}, c.intermediate_size, s);
+  c.n_shared_experts = get_int(j, {"n_shared_experts"}, 0, s);
+  c.shared_expert_intermediate_size = get_int(j, {"shared_expert_intermediate_size"}, 0, s);
+  c.norm_topk_prob = get_bool(j, {"norm_topk_prob"}, false);
+  c.moe_layer_freq = get_int(j, {"decoder_sparse_step", "moe_layer_freq"}, 1, s);
+  c.mlp_only_layers = id_list(find_key(j, {"mlp_only_layers"}));
+  // Experts packed in ONNX Runtime's QMoE layout (docs/QMOE.md).
+  if (const json* q = find_key(j, {"quantization_config"}); q && q->is_object() &&
+                                                            q->value("quant_method", json()) == "qmoe") {
+    c.expert_quant = "qmoe";
+    c.expert_quant_bits = get_int(*q, {"bits"}, 4, s);
+    c.expert_quant_block = get_int(*q, {"block_size"}, 0, s);
+    if (c.expert_quant_bits != 4 && c.expert_quant_bits != 8)
+      throw Error(ErrorCode::BadGraph, s + ": quantization_config.bits " + std::to_string(c.expert_quant_bits) +
+                                           " (qmoe experts are 4 or 8 bits)");
+  }
 }
 
 const std::vector<std::string>& known_families() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const auto& f : kFamilies) v.push_back(f.name);
+    for (const Family& f : family_registry())
+      for (const char* t : f.model_types) v.push_back(t);
     return v;
   }();
   return names;
@@ -458,20 +205,17 @@ ModelConfig parse_hf_config(const json& j, const std::string& source, const Tens
   c.source = source;
   c.raw = j;
   c.family = get_str(j, {"model_type"}, "");
-  // Gemma 3's multimodal config nests the text model.
-  if (c.family == "gemma3" && j.contains("text_config")) return parse_hf_config(j["text_config"], source, have);
-  const Family* fam = nullptr;
-  for (const auto& f : kFamilies)
-    if (c.family == f.name) fam = &f;
-  if (!fam) {
-    std::string names;
-    for (const auto& f : kFamilies) names += std::string(names.empty() ? "" : ", ") + f.name;
-    fail(source, "model_type \"" + c.family + "\" is not one bonfire knows (" + names + ")");
-  }
-  fam->fn(j, c);
+  const Family* family = find_family(c.family);
+  // A multimodal config (Gemma 3's) nests the language model's.
+  if (!family && j.contains("text_config") && j["text_config"].is_object() &&
+      find_family(get_str(j["text_config"], {"model_type"}, "")))
+    return parse_hf_config(j["text_config"], source, have);
+  if (!family) fail(source, "model_type \"" + c.family + "\" is not one bonfire knows (" + known_model_types_text() + ")");
+  read_common(j, c);
+  if (family->read_config) family->read_config(j, c);
   if (c.head_dim == 0)
     c.head_dim = get_int(j, {"head_dim"}, c.n_heads > 0 ? c.hidden_size / c.n_heads : 0, source);
-  check_config(c);
+  check_config(c, *family);
   return c;
 }
 
@@ -548,6 +292,7 @@ TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int6
       if (is({"self_attn", "q_proj", "weight"}) || is({"attn_q", "weight"})) first(q_layer, c.q);
       if (is({"self_attn", "k_proj", "weight"}) || is({"attn_k", "weight"})) first(k_layer, c.k);
       if (is({"mlp", "up_proj", "weight"}) || is({"ffn_up", "weight"})) first(up_layer, c.up);
+      if (is({"mlp", "gate_proj", "weight"}) || is({"ffn_gate", "weight"})) c.has_gate = true;
       if (is({"ffn_gate_inp", "weight"}) &&
           std::find(c.router_layers.begin(), c.router_layers.end(), layer) == c.router_layers.end())
         c.router_layers.push_back(layer);
@@ -608,10 +353,11 @@ void check_config_sizes(const ModelConfig& c, const TensorCensus* have) {
         fail(src, key("n_kv_heads") + " = " + str(c.n_kv_heads) + " × head_dim " + str(c.head_dim) + " = " +
                       str(c.n_kv_heads * c.head_dim) + " but " + k.name + " has " + str(k.shape[0]) + " rows");
     }
-    // Phi-3's GGUF ffn_up is the fused gate_up projection (2 × the width).
+    // Without a separate gate, ffn_up may be the fused gate_up projection
+    // (Phi-3's GGUF): 2 × the width.
     if (const auto& u = have->up; u.found() && u.shape.size() == 2 && c.intermediate_size > 0 &&
                                   u.shape[0] != c.intermediate_size &&
-                                  !(c.family == "phi3" && u.shape[0] == 2 * c.intermediate_size))
+                                  !(!have->has_gate && u.shape[0] == 2 * c.intermediate_size))
       fail(src, key("intermediate_size") + " = " + str(c.intermediate_size) + " but " + u.name + " has " +
                     str(u.shape[0]) + " rows");
   }

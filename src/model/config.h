@@ -118,6 +118,7 @@ struct TensorCensus {
     bool found() const { return !name.empty(); }
   };
   Named embed, output, positions, q, k, up;
+  bool has_gate = false;  // a separate gate projection (else up may be a fused gate_up)
   std::vector<int64_t> router_layers;  // layers with a MoE router (GGUF ffn_gate_inp), in order
 };
 TensorCensus census_of(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors);
@@ -153,13 +154,11 @@ ModelConfig parse_gguf_config(const nlohmann::json& kv, const std::string& sourc
 
 // The checks above on a parsed config (parse_* call it; exposed for tests).
 void check_config_sizes(const ModelConfig& c, const TensorCensus* have);
-// DeepSeek's latent-attention ranks agree (once the family's fields are read).
-void check_mla_ranks(const ModelConfig& c);
 
 // generation_config.json; a missing file gives the defaults.
 GenerationConfig load_generation_config(const std::string& path);
 
-// The model_type values parse_hf_config knows.
+// The model_type values parse_hf_config knows (model/family.h).
 const std::vector<std::string>& known_families();
 
 }  // namespace bonfire

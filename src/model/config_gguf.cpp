@@ -9,65 +9,14 @@
 #include <algorithm>
 
 #include "model/config.h"
+#include "model/config_keys.h"
+#include "model/family.h"
 
 namespace bonfire {
 
 using json = nlohmann::json;
 
 namespace {
-
-struct ArchName {
-  const char* gguf;
-  const char* hf;
-};
-
-// llama.cpp's architecture names for the HF families.
-const ArchName kArchs[] = {
-    {"llama", "llama"},     {"qwen2", "qwen2"},       {"qwen2moe", "qwen2_moe"}, {"qwen3", "qwen3"},
-    {"qwen3moe", "qwen3_moe"}, {"gemma", "gemma"},    {"gemma2", "gemma2"},      {"gemma3", "gemma3_text"},
-    {"phi3", "phi3"},       {"gpt2", "gpt2"},         {"gptneox", "gpt_neox"},   {"falcon", "falcon"},
-    {"bloom", "bloom"},     {"mpt", "mpt"},           {"olmoe", "olmoe"},        {"granite", "granite"},
-    {"deepseek2", "deepseek_v3"}, {"lfm2", "lfm2"},   {"mistral", "mistral"},     {"olmo2", "olmo2"},
-    {"starcoder2", "starcoder2"}, {"jamba", "jamba"},  {"command-r", "cohere"},  {"mamba2", "mamba2"},
-};
-
-class Keys {
- public:
-  Keys(const json& kv, std::string arch, std::string source) : kv_(kv), arch_(std::move(arch)), src_(std::move(source)) {}
-  const json* find(const std::string& key) const {
-    const std::string k = arch_ + "." + key;
-    return kv_.contains(k) ? &kv_[k] : nullptr;
-  }
-  // Per-layer keys may be arrays (e.g. LFM2's head_count_kv); take the largest.
-  double num(const std::string& key, double dflt) const {
-    const json* v = find(key);
-    if (!v) return dflt;
-    if (v->is_array()) {
-      double m = NAN;
-      for (const auto& x : *v)
-        if (x.is_number() && !(x.get<double>() <= m)) m = x.get<double>();
-      return std::isnan(m) ? dflt : m;
-    }
-    if (!v->is_number()) throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " is not a number");
-    return v->get<double>();
-  }
-  // Sizes: a value past 2^53 (or not whole) is refused, never cast.
-  int64_t integer(const std::string& key, int64_t dflt) const {
-    const double v = num(key, (double)dflt);
-    if (!(std::fabs(v) <= 9007199254740992.0) || v != std::floor(v))
-      throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " = " + std::to_string(v) +
-                                           " is not a usable integer");
-    return (int64_t)v;
-  }
-  bool flag(const std::string& key, bool dflt) const {
-    const json* v = find(key);
-    return v && v->is_boolean() ? v->get<bool>() : dflt;
-  }
-
- private:
-  const json& kv_;
-  std::string arch_, src_;
-};
 
 // GGUF stores f32: 1e-6 comes back as 9.99999997e-07. The shortest decimal
 // that reads back as the same f32 is what the model's config.json said.
@@ -83,6 +32,36 @@ double float_shortest(double v) {
 
 }  // namespace
 
+const json* GgufKeys::find(const std::string& key) const {
+  const std::string k = arch_ + "." + key;
+  return kv_.contains(k) ? &kv_[k] : nullptr;
+}
+
+double GgufKeys::num(const std::string& key, double dflt) const {
+  const json* v = find(key);
+  if (!v) return dflt;
+  if (v->is_array()) {
+    double m = NAN;
+    for (const auto& x : *v)
+      if (x.is_number() && !(x.get<double>() <= m)) m = x.get<double>();
+    return std::isnan(m) ? dflt : m;
+  }
+  if (!v->is_number()) throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " is not a number");
+  return v->get<double>();
+}
+
+int64_t GgufKeys::integer(const std::string& key, int64_t dflt) const {
+  const double v = num(key, (double)dflt);
+  if (!(std::fabs(v) <= 9007199254740992.0) || v != std::floor(v))
+    throw Error(ErrorCode::BadGraph, src_ + ": " + arch_ + "." + key + " = " + std::to_string(v) + " is not a usable integer");
+  return (int64_t)v;
+}
+
+bool GgufKeys::flag(const std::string& key, bool dflt) const {
+  const json* v = find(key);
+  return v && v->is_boolean() ? v->get<bool>() : dflt;
+}
+
 ModelConfig parse_gguf_config(const json& kv, const std::string& source, const TensorCensus* have) {
   if (!kv.contains("general.architecture") || !kv["general.architecture"].is_string())
     throw Error(ErrorCode::BadGraph, source + ": no general.architecture key");
@@ -90,11 +69,11 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   ModelConfig c;
   c.source = source;
   c.raw = nullptr;
-  for (const auto& a : kArchs)
-    if (arch == a.gguf) c.family = a.hf;
-  if (c.family.empty())
-    throw Error(ErrorCode::BadGraph, source + ": GGUF architecture \"" + arch + "\" is not one bonfire knows");
-  const Keys k(kv, arch, source);
+  const GgufArch* entry = nullptr;
+  const Family* family = find_gguf_family(arch, &entry);
+  if (!family) throw Error(ErrorCode::BadGraph, source + ": GGUF architecture \"" + arch + "\" is not one bonfire knows");
+  c.family = entry->model_type;
+  const GgufKeys k(kv, arch, source);
 
   c.hidden_size = k.integer("embedding_length", 0);
   c.n_layers = k.integer("block_count", 0);
@@ -147,19 +126,16 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   c.sliding_window = k.integer("attention.sliding_window", 0);
   c.attn_logit_softcap = k.num("attn_logit_softcapping", 0);
   c.final_logit_softcap = k.num("final_logit_softcapping", 0);
-  c.alibi = arch == "bloom" || arch == "mpt" || k.find("attention.max_alibi_bias") != nullptr;
+  c.alibi = k.find("attention.max_alibi_bias") != nullptr;
   c.alibi_max = k.num("attention.max_alibi_bias", 8);
   if (c.alibi) c.partial_rotary_factor = 0;
 
   c.n_experts = k.integer("expert_count", 0);
-  if (c.family == "llama" && c.n_experts > 0) c.family = "mixtral";  // one GGUF arch for both
   c.n_experts_per_tok = k.integer("expert_used_count", 0);
   c.moe_intermediate_size = k.integer("expert_feed_forward_length", c.intermediate_size);
   c.n_shared_experts = k.integer("expert_shared_count", 0);
   c.shared_expert_intermediate_size = k.integer("expert_shared_feed_forward_length", 0);
-  // llama.cpp renormalises the chosen weights for Mixtral and Qwen3-MoE
-  // whatever the file says; others follow expert_weights_norm.
-  c.norm_topk_prob = k.flag("expert_weights_norm", (arch == "llama" && c.n_experts > 0) || arch == "qwen3moe");
+  c.norm_topk_prob = k.flag("expert_weights_norm", false);
   c.routed_scaling_factor = k.num("expert_weights_scale", 1.0);
   c.moe_scoring = k.integer("expert_gating_func", 1) == 2 ? "sigmoid" : "softmax";
   c.first_k_dense_replace = k.integer("leading_dense_block_count", 0);
@@ -176,62 +152,12 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
     c.qk_nope_head_dim = c.head_dim - rope_dims;
     c.v_head_dim = k.integer("attention.value_length_mla", k.integer("attention.value_length", c.head_dim));
   }
-  c.conv_kernel = k.integer("shortconv.l_cache", 0);
   c.attention_multiplier = k.num("attention.scale", 0);
   c.embedding_multiplier = k.num("embedding_scale", 0);
   c.residual_multiplier = k.num("residual_scale", 0);
   c.logits_scaling = k.num("logit_scale", 0);
-  // Command-R's logit_scale multiplies (llama.cpp scales by it); Granite's divides.
-  if (arch == "command-r" && c.logits_scaling > 0) c.logits_scaling = 1 / c.logits_scaling;
 
-  if (c.family == "gemma" || c.family == "gemma2" || c.family == "gemma3_text") {
-    c.norm_weight_offset = true;
-    c.hidden_act = "gelu_pytorch_tanh";
-    c.qk_norm = c.family == "gemma3_text";
-    // Sliding layers as llama.cpp (and transformers' defaults) lay them out:
-    // every second layer global in Gemma 2, every sixth in Gemma 3, whose
-    // local layers rotate with base 10000.
-    if (c.family != "gemma" && c.sliding_window > 0) {
-      const int64_t pattern = c.family == "gemma2" ? 2 : k.integer("attention.sliding_window_pattern", 6);
-      for (int64_t i = 0; i < c.n_layers; ++i)
-        c.layer_types.push_back((i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
-    }
-    if (c.family == "gemma3_text") c.rope_local_theta = 10000;
-  }
-  if (arch == "deepseek2") c.rope_interleaved = true;  // llama.cpp rotates DeepSeek's pairs (2i, 2i+1)
-  if (arch == "gptneox") c.parallel_residual = k.flag("use_parallel_residual", true);
-  if (c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "olmoe" || c.family == "lfm2" || c.family == "olmo2")
-    c.qk_norm = true;
-  if (c.family == "starcoder2") c.hidden_act = "gelu_pytorch_tanh";
-  if (c.family == "gpt2" || c.family == "bloom") c.hidden_act = "gelu_new";
-  if (c.family == "gpt_neox" || c.family == "falcon") c.hidden_act = "gelu";
-  if (c.family == "mpt") c.hidden_act = "gelu_exact";
-  if (c.family == "lfm2" || c.family == "jamba") {
-    // Conv (LFM2) and Mamba (Jamba) layers announce no KV heads in the per-layer array.
-    const char* other = c.family == "lfm2" ? "conv" : "mamba";
-    if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
-      for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : other);
-  }
-  if (c.family == "jamba" || c.family == "mamba2") {
-    c.conv_kernel = k.integer("ssm.conv_kernel", 4);
-    c.ssm_inner = k.integer("ssm.inner_size", 0);
-    c.ssm_state = k.integer("ssm.state_size", 0);
-    c.ssm_dt_rank = k.integer("ssm.time_step_rank", 0);
-    c.ssm_groups = k.integer("ssm.group_count", 1);
-  }
-  if (c.family == "mamba2") {
-    // The converter writes head_count 0: the heads are the scan's (time_step_rank).
-    c.n_heads = c.n_kv_heads = c.ssm_dt_rank;
-    c.head_dim = c.n_heads > 0 ? c.ssm_inner / c.n_heads : 0;
-    c.layer_types.assign(c.n_layers, "mamba2");
-  }
-  if (c.family == "jamba") {
-    // llama.cpp gives a layer experts where the file has a router for it.
-    if (have && !have->router_layers.empty())
-      for (int64_t i = 0; i < c.n_layers; ++i)
-        if (std::find(have->router_layers.begin(), have->router_layers.end(), i) == have->router_layers.end())
-          c.mlp_only_layers.push_back(i);
-  }
+  if (family->read_gguf) family->read_gguf(k, c, have);
 
   auto id = [&](const char* key) {
     return kv.contains(key) && kv[key].is_number() ? kv[key].get<int64_t>() : int64_t(-1);
@@ -245,7 +171,7 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
     throw Error(ErrorCode::BadGraph, source + ": GGUF lacks " + arch + ".embedding_length, block_count, "
                                               "attention.head_count or a vocabulary");
   check_config_sizes(c, have);
-  check_mla_ranks(c);
+  if (const Family* f = find_family(c.family); f && f->check) f->check(c);
   return c;
 }
 

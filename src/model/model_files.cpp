@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/progress.h"
+#include "model/family.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/safetensors.h"
@@ -23,13 +24,9 @@ namespace {
 
 std::string in_dir(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A checkpoint's tensors as the IR reads them (docs/IR.md §3), for what a
-// safetensors folder stores differently from its GGUF conversion:
-//  - GPT-2's Conv1D weights are [in, out]; linear weights are [out, in].
+// safetensors folder stores differently from its GGUF conversion (and
+// what each family adds: Family::adapt_weights):
 //  - Phi-3's LongRoPE factors live in config.json; GGUF carries them as the
 //    tensors rope_factors_{short,long}.weight, so the folder gets the same.
 void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
@@ -37,19 +34,6 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
   for (const std::string& name : store.names()) {
     const Tensor& t = *store.find(name);
     if (t.shape.size() == 1 && t.dtype != DType::F32) store.put(name, to_f32(t), c.source + " (as f32)");
-  }
-  if (c.family == "gpt2") {
-    for (const std::string& name : store.names()) {
-      if (!ends_with(name, "attn.c_attn.weight") && !ends_with(name, "attn.c_proj.weight") &&
-          !ends_with(name, "mlp.c_fc.weight") && !ends_with(name, "mlp.c_proj.weight"))
-        continue;
-      const Tensor w = to_f32(*store.find(name));
-      if (w.shape.size() != 2) continue;
-      Tensor t = Tensor::empty({w.shape[1], w.shape[0]});
-      for (int64_t i = 0; i < w.shape[0]; ++i)
-        for (int64_t j = 0; j < w.shape[1]; ++j) t.f32()[j * w.shape[0] + i] = w.f32()[i * w.shape[1] + j];
-      store.put(name, t, c.source + " (Conv1D transposed)");
-    }
   }
   const json& rs = c.rope_scaling;
   if (rs.is_object() && (rs.value("rope_type", rs.value("type", std::string())) == "longrope" ||
@@ -65,35 +49,6 @@ void adapt_hf_weights(const ModelConfig& c, WeightStore& store) {
   }
 }
 
-
-// The LayerNorm weights of families whose LayerNorms have no bias.
-struct BiasFreeNorms {
-  const char* family;
-  std::vector<const char*> weights;  // name suffixes
-};
-const BiasFreeNorms kBiasFreeNorms[] = {
-    {"mpt", {"norm_1.weight", "norm_2.weight", "norm_f.weight"}},
-    {"cohere", {"input_layernorm.weight", "model.norm.weight"}},
-};
-
-// Names the IR reads that a checkpoint (safetensors or GGUF) may spell
-// otherwise: BLOOM saved from BloomModel lacks BloomForCausalLM's
-// "transformer." prefix; MPT's and Cohere's LayerNorms have no bias, and the
-// IR's layernorm reads one, so the store holds zeros under the bias's name.
-void add_ir_aliases(const ModelConfig& c, WeightStore& store) {
-  if (c.family == "bloom")
-    for (const std::string& name : store.names())
-      if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
-        store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");
-  for (const auto& f : kBiasFreeNorms) {
-    if (c.family != f.family) continue;
-    for (const std::string& name : store.names()) {
-      if (std::none_of(f.weights.begin(), f.weights.end(), [&](const char* w) { return ends_with(name, w); })) continue;
-      const std::string bias = name.substr(0, name.size() - 6) + "bias";
-      if (!store.find(bias)) store.put(bias, Tensor::zeros(store.find(name)->shape), "zeros (bias-free LayerNorm)");
-    }
-  }
-}
 
 }  // namespace
 
@@ -182,13 +137,15 @@ GenerationConfig ModelFiles::generation_config() const {
 
 WeightStore ModelFiles::weights() const {
   WeightStore store;
-  if (gguf_) {
+  if (gguf_)
     store = load_gguf_weights(*gguf_);
-  } else {
+  else
     load_safetensors_folder(path_, store);
-    if (fs::exists(in_dir(path_, "config.json"))) adapt_hf_weights(config(), store);
+  if (gguf_ || fs::exists(in_dir(path_, "config.json"))) {
+    const ModelConfig c = config();
+    if (!gguf_) adapt_hf_weights(c, store);
+    if (const Family* f = find_family(c.family); f && f->adapt_weights) f->adapt_weights(c, gguf_ != nullptr, store);
   }
-  if (gguf_ || fs::exists(in_dir(path_, "config.json"))) add_ir_aliases(config(), store);
   return store;
 }
 

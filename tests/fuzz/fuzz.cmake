@@ -20,13 +20,14 @@ set(FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 # per-target SIMD) is most of the library's compile time and parses nothing.
 set(FUZZ_KERNELS_SRC src/kernels/package.cpp src/kernels/check.cpp src/kernels/select.cpp
     src/kernels/scope.cpp src/kernels/device.cpp)
-# Of the model and IR layers only the parsers and the IR's checks: no model
-# configs and families (HF config -> IR), generation or perplexity. The
-# lowering comes along: the IR op table holds each op's check and lowering.
+# Of the model and IR layers the parsers, the family modules (the GGUF
+# loader looks tensor names up in them) and the IR's checks: no model
+# folders, generation or perplexity. The lowering comes along: the IR op
+# table holds each op's check and lowering.
 set(FUZZ_MODEL_SRC ${MODEL_SRC})
-list(FILTER FUZZ_MODEL_SRC EXCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$")
+list(FILTER FUZZ_MODEL_SRC EXCLUDE REGEX "src/model/model_files\\.cpp$")
 set(FUZZ_IR_SRC ${IR_SRC})
-list(FILTER FUZZ_IR_SRC EXCLUDE REGEX "src/ir/(families/.*|generation|perplexity)\\.cpp$")
+list(FILTER FUZZ_IR_SRC EXCLUDE REGEX "src/ir/(generation|perplexity)\\.cpp$")
 # The network's request parsers (net/request_fields.cpp: shared by the
 # OpenAI and generate request parsers).
 set(FUZZ_NET_SRC src/net/frame.cpp src/net/openai.cpp)
@@ -93,14 +94,14 @@ endforeach()
 # The parsers' unit tests under the same sanitizers (ASan + UBSan, -O1):
 # a truncated or lying file must fail cleanly, never read past a buffer.
 # They link the fuzz library plus the few layers it leaves out that these
-# tests reach (model configs and families, generation, the
-# network's URL and model-hash helpers), compiled the same way.
+# tests reach (model folders, generation, the network's URL and model-hash
+# helpers), compiled the same way.
 option(BONFIRE_ASAN_TESTS "the parsers' unit tests under ASan + UBSan" ON)
 if(BONFIRE_ASAN_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)
   set(ASAN_EXTRA_SRC ${MODEL_SRC} ${IR_SRC})
-  list(FILTER ASAN_EXTRA_SRC INCLUDE REGEX "src/model/(config[^/]*|model_files)\\.cpp$|src/ir/(families/.*|generation|perplexity)\\.cpp$")
+  list(FILTER ASAN_EXTRA_SRC INCLUDE REGEX "src/model/model_files\\.cpp$|src/ir/(generation|perplexity)\\.cpp$")
   list(APPEND ASAN_EXTRA_SRC src/net/model_hash.cpp src/net/model_fingerprint.cpp src/net/url.cpp)
   add_library(bonfire_asan_extra STATIC ${ASAN_EXTRA_SRC})
   target_compile_options(bonfire_asan_extra PRIVATE ${FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
@@ -122,4 +123,14 @@ if(BONFIRE_ASAN_TESTS)
   add_dependencies(fuzz_all bonfire_asan_tests)
   gtest_discover_tests(bonfire_asan_tests TEST_PREFIX "asan." DISCOVERY_TIMEOUT 120
                        PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+
+  # The GGUF loader fed 1500 damaged copies of a golden file (gguf_fuzz.cpp
+  # without libFuzzer: its own main), under the same sanitizers.
+  add_executable(gguf_fuzz_asan ${FUZZ_DIR}/gguf_fuzz.cpp)
+  target_compile_options(gguf_fuzz_asan PRIVATE ${FUZZ_FLAGS})
+  target_link_options(gguf_fuzz_asan PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+  target_link_libraries(gguf_fuzz_asan PRIVATE bonfire_fuzz_lib)
+  set_target_properties(gguf_fuzz_asan PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+  add_dependencies(fuzz_all gguf_fuzz_asan)
+  add_test(NAME gguf_fuzz_asan COMMAND gguf_fuzz_asan ${CMAKE_SOURCE_DIR}/goldens/gguf/tiny_llama.gguf 1500)
 endif()

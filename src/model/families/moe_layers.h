@@ -6,7 +6,7 @@
 
 #include "model/config.h"
 
-namespace bonfire::ir {
+namespace bonfire::families {
 
 inline std::vector<bool> moe_layers(const ModelConfig& c) {
   std::vector<bool> on(c.n_layers, false);
@@ -18,4 +18,4 @@ inline std::vector<bool> moe_layers(const ModelConfig& c) {
   return on;
 }
 
-}  // namespace bonfire::ir
+}  // namespace bonfire::families

@@ -1,11 +1,11 @@
-#include "ir/families/decoder.h"
+#include "model/families/decoder.h"
 
 #include "ops/rope.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace bonfire::ir {
+namespace bonfire::families {
 
 namespace {
 
@@ -424,4 +424,4 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
   // which is the document's ctx: within it, the plain frequencies are exact.
 }
 
-}  // namespace bonfire::ir
+}  // namespace bonfire::families

@@ -4,12 +4,56 @@
 // out_proj. No attention, no MLP. ssd_scan is the IR extension of the same
 // name (docs/IR.md §17).
 #include "core/error.h"
-#include "ir/families/decoder.h"
-#include "ir/families/families.h"
+#include "model/config_keys.h"
+#include "model/families/decoder.h"
+#include "model/families/ssm_keys.h"
+#include "model/family.h"
+#include "model/gguf_fixes.h"
 
-namespace bonfire::ir {
+namespace bonfire {
 
-nlohmann::json mamba2_ir(const ModelConfig& c) {
+namespace {
+
+using json = nlohmann::json;
+using namespace cfg;
+using namespace families;
+
+void read_config(const json& j, ModelConfig& c) {
+  const std::string& s = c.source;
+  c.norm_eps = get_num(j, {"layer_norm_epsilon", "rms_norm_eps"}, 1e-5, s);
+  c.conv_kernel = get_int(j, {"conv_kernel", "d_conv"}, 4, s);
+  c.ssm_state = get_int(j, {"state_size", "d_state"}, 128, s);
+  c.ssm_inner = get_int(j, {"expand"}, 2, s) * c.hidden_size;
+  c.ssm_groups = get_int(j, {"n_groups"}, 1, s);
+  c.head_dim = get_int(j, {"head_dim"}, 64, s);
+  c.n_heads = c.n_kv_heads = get_int(j, {"num_heads"}, c.head_dim > 0 ? c.ssm_inner / c.head_dim : 0, s);
+  c.ssm_dt_rank = c.n_heads;
+  if (get_bool(j, {"use_bias"}, false) || !get_bool(j, {"use_conv_bias"}, true) || get_bool(j, {"norm_before_gate"}, false))
+    fail(s, "Mamba-2 with use_bias, without use_conv_bias or with norm_before_gate is not supported");
+  if (c.n_heads * c.head_dim != c.ssm_inner)
+    fail(s, "num_heads " + std::to_string(c.n_heads) + " x head_dim " + std::to_string(c.head_dim) +
+                " is not expand x hidden_size = " + std::to_string(c.ssm_inner));
+  c.layer_types.assign(c.n_layers, "mamba2");
+}
+
+void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus*) {
+  read_ssm_keys(k, c);
+  // The converter writes head_count 0: the heads are the scan's (time_step_rank).
+  c.n_heads = c.n_kv_heads = c.ssm_dt_rank;
+  c.head_dim = c.n_heads > 0 ? c.ssm_inner / c.n_heads : 0;
+  c.layer_types.assign(c.n_layers, "mamba2");
+}
+
+// The converter squeezed the conv weight, stored A = -exp(A_log) as
+// [heads, 1], D as [heads, 1] and the gated norm as [groups, d_inner / groups].
+void fix_tensor(const GgufTensorFix& in, std::string&, Tensor& t) {
+  if (!in.hf_layout) return;
+  if (in.rest == "ssm_conv1d.weight") gguf_fix::unsqueeze_conv(t);
+  if (in.rest == "ssm_a") t = gguf_fix::a_log_of(in.file, in.gguf_name, t);
+  if (in.rest == "ssm_a" || in.rest == "ssm_d" || in.rest == "ssm_norm.weight") t.shape = {t.numel()};
+}
+
+nlohmann::json document(const ModelConfig& c) {
   using json = nlohmann::json;
   const int64_t DI = c.ssm_inner, N = c.ssm_state, H = c.n_heads, G = c.ssm_groups, K = c.conv_kernel;
   if (DI < 1 || N < 1 || H < 1 || G < 1 || K < 2 || DI % H != 0 || H % G != 0)
@@ -71,4 +115,27 @@ nlohmann::json mamba2_ir(const ModelConfig& c) {
   return doc;
 }
 
-}  // namespace bonfire::ir
+}  // namespace
+
+void register_mamba2_family(std::vector<Family>& v) {
+  Family f;
+  f.model_types = {"mamba2"};
+  f.gguf = {{"mamba2", "mamba2",
+             {"backbone.layers.",
+              {{"token_embd", "backbone.embeddings"}, {"output_norm", "backbone.norm_f"}, {"output", "lm_head"}},
+              {{"attn_norm", "norm"},
+               {"ssm_in", "mixer.in_proj"},
+               {"ssm_conv1d", "mixer.conv1d"},
+               {"ssm_dt.bias", "mixer.dt_bias"},  // whole names: the suffix itself is renamed
+               {"ssm_a", "mixer.A_log"},
+               {"ssm_d", "mixer.D"},
+               {"ssm_norm", "mixer.norm"},
+               {"ssm_out", "mixer.out_proj"}}},
+             fix_tensor}};
+  f.read_config = read_config;
+  f.read_gguf = read_gguf;
+  f.document = document;
+  v.push_back(std::move(f));
+}
+
+}  // namespace bonfire

@@ -10,7 +10,7 @@
 
 #include "model/config.h"
 
-namespace bonfire::ir {
+namespace bonfire::families {
 
 using nlohmann::json;
 
@@ -125,4 +125,4 @@ json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c);
 // The document's "tokenizer": tokenizer.json beside it, bos and specials from the config.
 json tokenizer_block(const ModelConfig& c);
 
-}  // namespace bonfire::ir
+}  // namespace bonfire::families
