@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <tuple>
 
 #include "core/error.h"
 #include "ir/generation.h"
+#include "model/family.h"
 #include "model/gguf.h"
 #include "model/model_files.h"
 #include "test_models.h"
@@ -90,6 +92,43 @@ TEST_P(FamilyFiles, TokenizersAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFiles, ::testing::ValuesIn(known_families()),
                          [](const auto& info) { return info.param; });
+
+// The family table (model/family.h): each model_type and each GGUF
+// architecture has exactly one module, every architecture reads as a
+// model_type some module owns, and every module writes a document.
+TEST(FamilyRegistry, OneModulePerNameAndEveryArchReadsAsAKnownFamily) {
+  std::set<std::string> types, archs;
+  for (const Family& f : family_registry()) {
+    EXPECT_TRUE(f.document) << f.model_types.front();
+    ASSERT_FALSE(f.model_types.empty());
+    for (const char* t : f.model_types) {
+      EXPECT_TRUE(types.insert(t).second) << "model_type " << t << " has two modules";
+      EXPECT_EQ(find_family(t), &f) << t;
+    }
+    for (const GgufArch& a : f.gguf) {
+      EXPECT_TRUE(archs.insert(a.arch).second) << "GGUF architecture " << a.arch << " has two modules";
+      const GgufArch* entry = nullptr;
+      EXPECT_EQ(find_gguf_family(a.arch, &entry), &f) << a.arch;
+      EXPECT_EQ(entry, &a) << a.arch;
+      EXPECT_EQ(find_family(a.model_type), &f) << a.arch << " reads as " << a.model_type << ", which another module owns";
+      EXPECT_FALSE(a.names.block_prefix.empty()) << a.arch;
+    }
+  }
+  EXPECT_EQ(types.size(), known_families().size());
+  EXPECT_EQ(find_family("no_such_family"), nullptr);
+  EXPECT_EQ(find_gguf_family("no_such_arch"), nullptr);
+  // A name the table lacks is refused naming it and the known ones.
+  ModelConfig c;
+  c.family = "no_such_family";
+  c.source = "config.json";
+  try {
+    family_document(c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"no_such_family\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gemma3_text"), std::string::npos) << e.what();
+  }
+}
 
 TEST(ModelFiles, MissingPiecesAreNamed) {
   EXPECT_THROW(ModelFiles::open("/no/such/model"), Error);

@@ -1,7 +1,7 @@
 // A model's hyperparameters in one shape, whichever file they came from:
 // config.json of the common Hugging Face families (each spells them its own
 // way: n_embd, d_model, hidden_size...) or a GGUF file's `<arch>.*` keys.
-// The IR generator (ir/) reads only this struct, never a family's raw keys.
+// What comes after the readers (a family's IR document, the lowering) reads this struct.
 #pragma once
 #include <cstdint>
 #include <map>
