@@ -1,6 +1,5 @@
 // Granite: Llama with multipliers on the embedding, the attention scores,
 // each residual branch, and a divisor on the logits.
-#include "core/error.h"
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/family.h"

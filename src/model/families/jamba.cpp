@@ -8,7 +8,7 @@
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/families/moe_layers.h"
-#include "model/families/ssm_keys.h"
+#include "model/families/hybrid_keys.h"
 #include "model/family.h"
 #include "model/gguf_fixes.h"
 
@@ -44,9 +44,7 @@ void read_config(const json& j, ModelConfig& c) {
 }
 
 void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus* have) {
-  // Mamba layers announce no KV heads in the per-layer array.
-  if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
-    for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : "mamba");
+  layer_types_from_kv_heads(k, c, "mamba");
   read_ssm_keys(k, c);
   // llama.cpp gives a layer experts where the file has a router for it.
   if (have && !have->router_layers.empty())

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
+#include "model/families/hybrid_keys.h"
 #include "model/family.h"
 #include "model/gguf_fixes.h"
 
@@ -42,9 +43,7 @@ void read_config(const json& j, ModelConfig& c) {
 void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus*) {
   c.conv_kernel = k.integer("shortconv.l_cache", 0);
   c.qk_norm = true;
-  // Conv layers announce no KV heads in the per-layer array.
-  if (const json* per = k.find("attention.head_count_kv"); per && per->is_array())
-    for (const auto& h : *per) c.layer_types.push_back(h.is_number() && h.get<int64_t>() > 0 ? "full_attention" : "conv");
+  layer_types_from_kv_heads(k, c, "conv");
 }
 
 // The short-conv weight regains its [C, 1, K] shape (a free view).

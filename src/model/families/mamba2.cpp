@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
-#include "model/families/ssm_keys.h"
+#include "model/families/hybrid_keys.h"
 #include "model/family.h"
 #include "model/gguf_fixes.h"
 

@@ -5,7 +5,6 @@
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/family.h"
-#include "model/gguf_fixes.h"
 
 namespace bonfire {
 

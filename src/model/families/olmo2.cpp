@@ -1,7 +1,6 @@
 // OLMo 2: the sublayers read the residual stream unnormed and their outputs
 // are normed instead (post_attention_layernorm, post_feedforward_layernorm);
 // q_norm and k_norm are RMSNorms over the whole projection, before rope.
-#include "core/error.h"
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/family.h"

@@ -1,5 +1,4 @@
 // Qwen 2 (q/k/v biases) and Qwen 3 (per-head q/k RMSNorm, no biases).
-#include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/family.h"
 #include "model/gguf_fixes.h"

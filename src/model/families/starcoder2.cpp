@@ -1,6 +1,5 @@
 // StarCoder2: LayerNorms with biases, biased q/k/v/o projections, a GELU
 // (tanh) MLP c_fc → c_proj with biases, rope, tied embeddings by default.
-#include "core/error.h"
 #include "model/config_keys.h"
 #include "model/families/decoder.h"
 #include "model/family.h"
