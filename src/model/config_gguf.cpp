@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include <algorithm>
 
 #include "model/config.h"
 #include "model/config_keys.h"
@@ -71,7 +70,12 @@ ModelConfig parse_gguf_config(const json& kv, const std::string& source, const T
   c.raw = nullptr;
   const GgufArch* entry = nullptr;
   const Family* family = find_gguf_family(arch, &entry);
-  if (!family) throw Error(ErrorCode::BadGraph, source + ": GGUF architecture \"" + arch + "\" is not one bonfire knows");
+  if (!family) {
+    std::string known;
+    for (const Family& f : family_registry())
+      for (const GgufArch& a : f.gguf) known += (known.empty() ? "" : ", ") + std::string(a.arch);
+    throw Error(ErrorCode::BadGraph, source + ": GGUF architecture \"" + arch + "\" is not one bonfire knows (" + known + ")");
+  }
   c.family = entry->model_type;
   const GgufKeys k(kv, arch, source);
 

@@ -15,6 +15,7 @@ using json = nlohmann::json;
 using namespace cfg;
 using namespace families;
 
+// Command R+'s per-head q/k LayerNorms (use_qk_norm) are refused.
 void read_config(const json& j, ModelConfig& c) {
   c.norm = "layernorm";
   c.norm_eps = get_num(j, {"layer_norm_eps"}, 1e-5, c.source);

@@ -20,6 +20,8 @@ using json = nlohmann::json;
 using namespace cfg;
 using namespace families;
 
+// Attention on layers attn_layer_offset + k·attn_layer_period, Mamba on the
+// others; experts on layers expert_layer_offset + k·expert_layer_period.
 void read_config(const json& j, ModelConfig& c) {
   const std::string& s = c.source;
   read_moe_keys(j, c);

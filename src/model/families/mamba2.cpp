@@ -18,6 +18,7 @@ using json = nlohmann::json;
 using namespace cfg;
 using namespace families;
 
+// Every layer a Mamba-2 mixer (no attention, no MLP).
 void read_config(const json& j, ModelConfig& c) {
   const std::string& s = c.source;
   c.norm_eps = get_num(j, {"layer_norm_epsilon", "rms_norm_eps"}, 1e-5, s);
