@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "core/error.h"
-
 #include "model/config.h"
 #include "model/config_keys.h"
 #include "model/family.h"
