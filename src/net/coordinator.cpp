@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/hop_trace.h"
 #include "core/json_parse.h"
 #include "graph/wire.h"
 #include "net/model_hash.h"
@@ -82,9 +83,11 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
   const int64_t max_output = m.header.value("maxOutputBytes", int64_t(-1));
   ++in_flight_;
   const auto t0 = std::chrono::steady_clock::now();
+  hop_trace("call.send");
   link_->send(m);
   std::unique_lock<std::mutex> lock(p->mu);
   const bool done = p->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return p->done; });
+  hop_trace("call.woken");
   lock.unlock();
   --in_flight_;
   {
@@ -156,6 +159,7 @@ void RemoteWorker::unsolicited(const std::string& what) {
 }
 
 void RemoteWorker::on_reply(Message m) {
+  hop_trace("call.reply_in");
   const json req = m.header.value("req", json());
   if (!req.is_number_integer()) return unsolicited("a \"" + m.type().substr(0, 32) + "\" without a request id");
   std::shared_ptr<Pending> p;

@@ -6,6 +6,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 
 #include "core/error.h"
+#include "core/hop_trace.h"
 
 namespace bonfire::net {
 
@@ -100,6 +101,7 @@ void Link::set_max_frame(uint64_t bytes) { ws_->read_message_max(bytes); }
 
 void Link::read_next() {
   ws_->async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    hop_trace("link.read");
     if (ec) {
       if (ec == websocket::error::message_too_big)
         return self->fail("the peer sent a frame over the limit of " +
@@ -129,11 +131,13 @@ void Link::send(const Message& m) {
     return;
   }
   queued_bytes_ += n;
+  hop_trace("link.send");
   boost::asio::post(executor(), [self = shared_from_this(), bytes] {
     if (self->closed_ || self->closing_) {
       self->queued_bytes_ -= bytes->size();
       return;
     }
+    hop_trace("link.write");
     self->queue_.push_back(bytes);
     if (self->queue_.size() == 1) self->write_next();
   });
@@ -141,6 +145,7 @@ void Link::send(const Message& m) {
 
 void Link::write_next() {
   ws_->async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+    hop_trace("link.written");
     if (ec) return self->fail("write failed: " + ec.message());
     self->queued_bytes_ -= self->queue_.front()->size();
     self->queue_.pop_front();

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/hop_trace.h"
 #include "net/served_model.h"
 #include "net/verifier.h"
 
@@ -245,7 +246,9 @@ class PipelineRun {
       const std::string stage = stage_key(s);
       if (c.batchable && !s.member) s.member = m_.scheduler().join(stage);
       calling_ = s.worker;
+      hop_trace("step.submit");
       Message reply = m_.scheduler().run(stage, c, m_.options().call_timeout_s);
+      hop_trace("step.answered");
       if (trace_ && step > 0)
         if (const auto ms = reply.header.find("ms"); ms != reply.header.end() && ms->is_number())
           trace_->decode_worker_ms += std::max(0.0, ms->get<double>());  // a worker's own report

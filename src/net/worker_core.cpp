@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/hop_trace.h"
 #include "core/threads.h"
 #include "graph/batch.h"
 #include "graph/executor.h"
@@ -190,6 +191,7 @@ struct WorkerCore::Impl {
   }
 
   void on_message(Message m) {
+    hop_trace("worker.message_in");
     const std::string type = m.type();
     if (type == "ping") {
       size_t queued;
@@ -350,6 +352,7 @@ struct WorkerCore::Impl {
   }
 
   void run(Message& m) {
+    hop_trace("worker.run");
     const json& h = m.header;
     const auto t0 = Clock::now();
     std::map<std::string, Tensor> inputs, inline_weights;
@@ -459,6 +462,7 @@ struct WorkerCore::Impl {
     Message out(json{{"type", "result"},
                      {"req", req},
                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count()}});
+    hop_trace("worker.answer");
     out.tensors = std::move(r.outputs);
     send(std::move(out));
   }
