@@ -14,6 +14,7 @@
 #include "core/hop_trace.h"
 #include "core/json_parse.h"
 #include "graph/wire.h"
+#include "net/local_link.h"
 #include "net/model_hash.h"
 
 namespace bonfire::net {
@@ -280,10 +281,23 @@ void Coordinator::accept(ServerStream stream, HttpRequestRaw request, std::share
         using Ws = websocket::stream<std::decay_t<decltype(s)>>;
         auto ws = std::make_shared<Ws>(std::move(s));
         ws->async_accept(*req, [this, ws, req, lo, slot](beast::error_code ec) {
-          if (!ec) attach(std::make_shared<Link>(std::move(*ws), lo, slot));
+          if (!ec) attach(std::make_shared<WsLink>(std::move(*ws), lo, slot));
         });
       },
       stream);
+}
+
+std::shared_ptr<LocalLink> Coordinator::connect_local() {
+  auto [mine, theirs] = make_local_link(ioc_.get_executor());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_) {
+      mine->close("the coordinator is stopping");
+      return theirs;
+    }
+  }
+  attach(mine);
+  return theirs;
 }
 
 void Coordinator::attach(std::shared_ptr<Link> link) {

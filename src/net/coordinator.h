@@ -25,6 +25,8 @@
 
 namespace bonfire::net {
 
+class LocalLink;
+
 struct WorkerInfo {
   std::string id;
   std::string remote;
@@ -150,6 +152,10 @@ class Coordinator {
   // WebSocket at /api/v3/worker; `slot` is held while the link lives (the
   // HTTP server's connection count).
   void accept(ServerStream stream, HttpRequestRaw request, std::shared_ptr<void> slot = nullptr);
+  // A link for this process's own worker (serve's), without a socket
+  // (local_link.h): the coordinator takes one end as it takes an accepted
+  // WebSocket, the worker gets the other.
+  std::shared_ptr<LocalLink> connect_local();
   // Closes every link and refuses new ones; waits for the on_join threads.
   // Calls in flight fail at once with NoWorker. Idempotent.
   void shutdown();

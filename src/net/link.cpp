@@ -61,23 +61,23 @@ class LinkSocketOf final : public LinkSocket {
 
 }  // namespace
 
-Link::Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive)
+WsLink::WsLink(WsStream ws, const Options& options, std::shared_ptr<void> keepalive)
     : ws_(std::make_unique<LinkSocketOf<WsStream>>(std::move(ws), options)),
       options_(options),
       keepalive_(std::move(keepalive)) {
   init();
 }
 
-Link::Link(WssStream ws, const Options& options, std::shared_ptr<void> keepalive)
+WsLink::WsLink(WssStream ws, const Options& options, std::shared_ptr<void> keepalive)
     : ws_(std::make_unique<LinkSocketOf<WssStream>>(std::move(ws), options)),
       options_(options),
       keepalive_(std::move(keepalive)) {
   init();
 }
 
-Link::~Link() = default;
+WsLink::~WsLink() = default;
 
-void Link::init() {
+void WsLink::init() {
   beast::error_code ec;
   const auto ep = ws_->tcp().socket().remote_endpoint(ec);
   if (!ec) {
@@ -89,17 +89,17 @@ void Link::init() {
   ws_->tcp().expires_never();
 }
 
-boost::asio::any_io_executor Link::executor() const { return ws_->tcp().get_executor(); }
+boost::asio::any_io_executor WsLink::executor() const { return ws_->tcp().get_executor(); }
 
-void Link::start(OnMessage on_message, OnClose on_close) {
+void WsLink::start(OnMessage on_message, OnClose on_close) {
   on_message_ = std::move(on_message);
   on_close_ = std::move(on_close);
   boost::asio::post(executor(), [self = shared_from_this()] { self->read_next(); });
 }
 
-void Link::set_max_frame(uint64_t bytes) { ws_->read_message_max(bytes); }
+void WsLink::set_max_frame(uint64_t bytes) { ws_->read_message_max(bytes); }
 
-void Link::read_next() {
+void WsLink::read_next() {
   ws_->async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
     hop_trace("link.read");
     if (ec) {
@@ -122,7 +122,7 @@ void Link::read_next() {
   });
 }
 
-void Link::send(const Message& m) {
+void WsLink::send(const Message& m) {
   if (closed_) return;
   auto bytes = std::make_shared<std::string>(encode_message(m));
   const uint64_t n = bytes->size();
@@ -143,7 +143,7 @@ void Link::send(const Message& m) {
   });
 }
 
-void Link::write_next() {
+void WsLink::write_next() {
   ws_->async_write(boost::asio::buffer(*queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
     hop_trace("link.written");
     if (ec) return self->fail("write failed: " + ec.message());
@@ -155,7 +155,7 @@ void Link::write_next() {
   });
 }
 
-void Link::close(const std::string& reason) {
+void WsLink::close(const std::string& reason) {
   boost::asio::post(executor(), [self = shared_from_this(), reason] {
     if (self->closed_ || self->closing_) return;
     if (self->queue_.empty()) return self->close_now(reason);
@@ -168,14 +168,14 @@ void Link::close(const std::string& reason) {
   });
 }
 
-void Link::close_now(const std::string& reason) {
+void WsLink::close_now(const std::string& reason) {
   // Tell the peer why, then drop the socket whatever it answers.
   websocket::close_reason cr(websocket::close_code::policy_error, reason.substr(0, 120));
   ws_->async_close(cr, [self = shared_from_this()](beast::error_code) { self->ws_->tcp().close(); });
   fail(reason, false);
 }
 
-void Link::fail(const std::string& reason, bool drop_socket) {
+void WsLink::fail(const std::string& reason, bool drop_socket) {
   if (closed_.exchange(true)) return;
   // The queue is kept: a write in flight still reads its front buffer until
   // its handler runs (closed_ stops any further write).

@@ -1,4 +1,4 @@
-// A worker link: one WebSocket carrying Messages (frame.h) both ways. Each
+// A worker link: Messages (frame.h) both ways. WsLink is one WebSocket: each
 // link's socket work runs on its own strand, so links are served side by
 // side by the coordinator's I/O threads and one busy link cannot hold the
 // others up; send() and close() may be called from any thread. A peer that
@@ -34,9 +34,12 @@ using WsStream = boost::beast::websocket::stream<boost::beast::tcp_stream>;
 using WssStream = boost::beast::websocket::stream<TlsStream>;
 class LinkSocket;  // the WebSocket, over either stream (link.cpp)
 
-class Link : public std::enable_shared_from_this<Link> {
+// What the coordinator and a worker use of a link, whatever carries it: the
+// WebSocket below, or an in-process pair for serve's own worker
+// (local_link.h).
+class Link {
  public:
-  using OnMessage = std::function<void(Message)>;  // runs on the link's strand: must not block
+  using OnMessage = std::function<void(Message)>;  // must not block
   using OnClose = std::function<void(const std::string& reason)>;
 
   struct Options {
@@ -46,22 +49,40 @@ class Link : public std::enable_shared_from_this<Link> {
     Limits limits;  // what a received frame's tensors may hold
   };
 
-  // `ws` has completed its handshake; its executor is the link's strand
-  // (or a one-thread io_context). `keepalive` is held as long as the link
-  // lives (the HTTP server's count of open connections).
-  Link(WsStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
-  Link(WssStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
-  ~Link();
-  void start(OnMessage on_message, OnClose on_close);
-  void send(const Message& m);
-  void close(const std::string& reason);
+  virtual ~Link() = default;
+  // Messages arrive in the order they were sent, one at a time; on_close
+  // runs once, with the reason.
+  virtual void start(OnMessage on_message, OnClose on_close) = 0;
+  virtual void send(const Message& m) = 0;
+  virtual void close(const std::string& reason) = 0;
   // Raises (or lowers) the received-frame limit; call from on_message.
-  void set_max_frame(uint64_t bytes);
-  bool closed() const { return closed_ || closing_; }
-  std::string remote() const { return remote_; }
-  std::string remote_address() const { return remote_address_; }
-  uint64_t queued_bytes() const { return queued_bytes_; }
-  boost::asio::any_io_executor executor() const;
+  virtual void set_max_frame(uint64_t bytes) = 0;
+  virtual bool closed() const = 0;
+  virtual std::string remote() const = 0;
+  virtual std::string remote_address() const = 0;  // "" when not over a network
+  virtual uint64_t queued_bytes() const = 0;
+  // Where the link's timers may run.
+  virtual boost::asio::any_io_executor executor() const = 0;
+};
+
+class WsLink final : public Link, public std::enable_shared_from_this<WsLink> {
+ public:
+  // `ws` has completed its handshake; its executor is the link's strand
+  // (or a one-thread io_context). on_message and on_close run on it.
+  // `keepalive` is held as long as the link lives (the HTTP server's count
+  // of open connections).
+  WsLink(WsStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
+  WsLink(WssStream ws, const Options& options, std::shared_ptr<void> keepalive = nullptr);
+  ~WsLink() override;
+  void start(OnMessage on_message, OnClose on_close) override;
+  void send(const Message& m) override;  // any thread
+  void close(const std::string& reason) override;  // any thread
+  void set_max_frame(uint64_t bytes) override;
+  bool closed() const override { return closed_ || closing_; }
+  std::string remote() const override { return remote_; }
+  std::string remote_address() const override { return remote_address_; }
+  uint64_t queued_bytes() const override { return queued_bytes_; }
+  boost::asio::any_io_executor executor() const override;
 
  private:
   void read_next();

@@ -138,6 +138,8 @@ void Server::start() {
     wo.memory = options_.local_worker_memory;
     wo.quiet = options_.quiet;
     wo.fetch_models = false;  // it reads the same files from disk
+    // In this process: no socket between the two (local_link.h).
+    wo.local_link = [this] { return net_->connect_local(); };
     local_worker_ = std::make_unique<Worker>(wo);
     local_thread_ = std::thread([this] { local_worker_->run(); });
   }

@@ -3,6 +3,7 @@
 #include <boost/asio/io_context.hpp>
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "net/dial.h"
 #include "net/link.h"
+#include "net/local_link.h"
 #include "net/model_cache.h"
 #include "net/model_hash.h"
 #include "net/tls.h"
@@ -47,6 +49,8 @@ struct Worker::Impl {
   Url url;
   std::unique_ptr<TlsClient> tls;  // for an https:// or wss:// coordinator
 
+  bool connect_local();
+
   void log(const std::string& s) {
     if (!opt.quiet) std::cerr << "bonfire worker: " << s << std::endl;
   }
@@ -59,6 +63,9 @@ struct Worker::Impl {
     c.memory = opt.memory;
     c.disabled_features = opt.disabled_features;
     c.local_secret = opt.local_secret;
+    // In process, a step runs on the thread that sends it (the coordinator's,
+    // which waits for it anyway): no thread wakes between a step and the next.
+    c.inline_steps = static_cast<bool>(opt.local_link);
     c.call_max_s = opt.call_max_s;
     c.session_ttl_s = opt.session_ttl_s;
     c.fetch_models = opt.fetch_models;
@@ -116,6 +123,7 @@ struct Worker::Impl {
   // One connection: returns when the link closes (false: it never opened;
   // `refused` set when it never will).
   bool connect_once() {
+    if (opt.local_link) return connect_local();
     asio::io_context io;
     std::optional<LinkStream> ws;
     try {
@@ -132,7 +140,7 @@ struct Worker::Impl {
     Link::Options lo;
     lo.max_frame_bytes = static_cast<uint64_t>(core->frame_max());
     lo.max_queue_bytes = static_cast<uint64_t>(std::max<int64_t>(opt.memory / 4, 64 << 20));
-    auto l = std::visit([&](auto& s) { return std::make_shared<Link>(std::move(s), lo); }, *ws);
+    auto l = std::visit([&](auto& s) { return std::make_shared<WsLink>(std::move(s), lo); }, *ws);
     {
       std::lock_guard<std::mutex> lock(mu);
       link = l;
@@ -152,6 +160,43 @@ struct Worker::Impl {
     return true;
   }
 };
+
+// The in-process link of serve's own worker: what connect_once does over a
+// WebSocket, without the socket. Messages to this worker run its handler on
+// the sender's thread, so before the worker's objects may go, no delivery
+// may still be running (wait_idle).
+bool Worker::Impl::connect_local() {
+  const std::shared_ptr<LocalLink> l = opt.local_link();
+  struct Closed {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto closed = std::make_shared<Closed>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    link = l;
+  }
+  core->link_opened([l](Message m) { l->send(m); });
+  l->start([this](Message m) { core->on_message(std::move(m)); },
+           [this, closed](const std::string& why) {
+             if (!stopping) log("link closed: " + why);
+             std::lock_guard<std::mutex> lock(closed->mu);
+             closed->done = true;
+             closed->cv.notify_all();
+           });
+  if (stopping) l->close("the worker is stopping");
+  l->send(core->hello());
+  {
+    std::unique_lock<std::mutex> lock(closed->mu);
+    closed->cv.wait(lock, [&] { return closed->done; });
+  }
+  l->wait_idle();
+  core->link_closed();
+  std::lock_guard<std::mutex> lock(mu);
+  link.reset();
+  return true;
+}
 
 Worker::Worker(WorkerOptions options) : impl_(new Impl) {
   Impl& w = *impl_;

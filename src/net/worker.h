@@ -10,12 +10,15 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace bonfire::net {
+
+class LocalLink;
 
 struct WorkerOptions {
   std::string join;                  // the coordinator's URL
@@ -29,6 +32,10 @@ struct WorkerOptions {
   std::string ca_file;               // https:// or wss:// join: the CAs to trust ("": the system's)
   std::string pinned_cert;           // trust only this certificate instead (serve's own worker)
   std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
+  // Serve's own worker: a link in the same process instead of dialing
+  // `join` (Coordinator::connect_local; local_link.h). `join` then only
+  // names the coordinator in the log.
+  std::function<std::shared_ptr<LocalLink>()> local_link;
   double call_max_s = 600;           // no call runs longer, whatever the coordinator asks
   bool fetch_models = true;          // accept models from the coordinator
   bool reconnect = true;             // after the coordinator goes away

@@ -235,6 +235,7 @@ struct WorkerCore::Impl {
   // thread, and its answer leaves at once.
   void run_step_inline(Message& m) {
     Int8Scope int8;  // as on the steps lane
+    adapt_to_machine_load();
     handle(m);
     count_served(m);
   }

@@ -53,7 +53,9 @@ struct WorkerCoreOptions {
   bool fetch_models = true;          // accept models from the coordinator
   // Generation steps run on the thread that calls on_message instead of a
   // lane: the browser worker, whose every hop between threads is a message
-  // through the browser's event loop (pings wait while a step runs).
+  // through the browser's event loop (pings wait while a step runs), and
+  // serve's own worker on its in-process link (local_link.h), where that
+  // thread is the coordinator's, waiting for the step anyway.
   bool inline_steps = false;
   bool quiet = false;
   std::string fault;        // a test aid: "lie=P" (net/worker_fault.h)
