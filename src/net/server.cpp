@@ -125,12 +125,6 @@ void Server::start() {
     WorkerOptions wo;
     wo.join = scheme + "127.0.0.1:" + std::to_string(port());
     if (options_.host != "0.0.0.0" && options_.host != "::") wo.join = scheme + options_.host + ":" + std::to_string(port());
-    // With TLS the built-in worker trusts exactly the certificate loaded
-    // above: it dials an address the certificate need not name, and a
-    // self-signed certificate is no CA. Pinning the very file serve uses
-    // means it joins whatever the certificate is (even one remote workers
-    // would refuse as expired), while nothing else can stand in for serve.
-    if (tls) wo.pinned_cert = options_.tls_cert;
     wo.models = options_.models;
     wo.token = options_.token;
     wo.id = "local";

@@ -44,14 +44,6 @@ void require_readable(const std::string& file, const std::string& flag) {
   if (!f) throw Error(ErrorCode::BadGraph, flag + " " + file + ": cannot read it (" + std::strerror(errno) + ")");
 }
 
-// The first certificate of a PEM file; null when it holds none.
-std::shared_ptr<X509> read_certificate(const std::string& file) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(file.c_str(), "r"), &BIO_free);
-  if (!bio) return nullptr;
-  X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
-  return cert ? std::shared_ptr<X509>(cert, &X509_free) : nullptr;
-}
-
 // Whether a PEM file holds an unencrypted private key (any key at all).
 bool holds_private_key(const std::string& file) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(file.c_str(), "r"), &BIO_free);
@@ -107,11 +99,7 @@ TlsClient::TlsClient(const TlsClientOptions& options)
   ctx_->set_options(kContextOptions);
   ctx_->set_verify_mode(ssl::verify_peer);
   boost::system::error_code ec;
-  if (!options_.pinned_cert.empty()) {
-    require_readable(options_.pinned_cert, "--tls-cert");
-    pinned_ = read_certificate(options_.pinned_cert);
-    if (!pinned_) throw Error(ErrorCode::BadGraph, "--tls-cert " + options_.pinned_cert + ": no PEM certificate in it");
-  } else if (!options_.ca_file.empty()) {
+  if (!options_.ca_file.empty()) {
     require_readable(options_.ca_file, "--ca");
     ctx_->load_verify_file(options_.ca_file, ec);
     if (ec)
@@ -125,17 +113,6 @@ TlsClient::TlsClient(const TlsClientOptions& options)
 
 void TlsClient::prepare(TlsStream& stream, const std::string& host) const {
   if (!is_address(host)) SSL_set_tlsext_host_name(stream.native_handle(), host.c_str());
-  if (pinned_) {
-    // Only the leaf matters: the handshake proves the peer holds its key.
-    stream.set_verify_callback([pin = pinned_](bool, ssl::verify_context& v) {
-      X509_STORE_CTX* c = v.native_handle();
-      if (X509_STORE_CTX_get_error_depth(c) > 0) return true;
-      if (X509_cmp(X509_STORE_CTX_get_current_cert(c), pin.get()) == 0) return true;
-      X509_STORE_CTX_set_error(c, X509_V_ERR_CERT_REJECTED);
-      return false;
-    });
-    return;
-  }
   // host_name_verification only says no; recording why lets explain() name
   // a wrong name as such instead of a bare "certificate verify failed".
   stream.set_verify_callback([host, address = is_address(host)](bool preverified, ssl::verify_context& v) {
@@ -170,9 +147,6 @@ TlsClient::Failure TlsClient::explain(const boost::system::error_code& ec, TlsSt
       case X509_V_ERR_CERT_HAS_EXPIRED:
       case X509_V_ERR_CERT_NOT_YET_VALID:
         return {true, "the coordinator's certificate is not valid now (" + why + "): it needs a new one"};
-      case X509_V_ERR_CERT_REJECTED:
-        if (pinned_) return {true, "the coordinator's certificate is not the one in " + options_.pinned_cert};
-        [[fallthrough]];
       default:
         return {true, "the coordinator's certificate was refused (" + why + ")"};
     }

@@ -41,7 +41,6 @@ std::string tls_error_text(const boost::system::error_code& ec);
 
 struct TlsClientOptions {
   std::string ca_file;      // "": the system's CAs
-  std::string pinned_cert;  // trust only this PEM certificate (its first); no CA or name check
 };
 
 class TlsClient {
@@ -63,7 +62,6 @@ class TlsClient {
  private:
   TlsClientOptions options_;
   std::shared_ptr<boost::asio::ssl::context> ctx_;
-  std::shared_ptr<X509> pinned_;
 };
 
 }  // namespace bonfire::net

@@ -208,7 +208,7 @@ Worker::Worker(WorkerOptions options) : impl_(new Impl) {
     w.opt.cache_dir = std::string(home ? home : "/tmp") + "/.cache/bonfire/models";
   }
   w.url = parse_join_url(w.opt.join);
-  if (w.url.tls) w.tls = std::make_unique<TlsClient>(TlsClientOptions{w.opt.ca_file, w.opt.pinned_cert});
+  if (w.url.tls && !w.opt.local_link) w.tls = std::make_unique<TlsClient>(TlsClientOptions{w.opt.ca_file});
   else if (!w.opt.ca_file.empty())
     throw Error(ErrorCode::BadGraph, "--ca is for an https:// or wss:// coordinator; " + w.opt.join + " is plain");
 }

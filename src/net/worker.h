@@ -30,7 +30,6 @@ struct WorkerOptions {
   std::string cache_dir;             // where models fetched from the coordinator go
   int64_t cache_max = 0;             // bytes the cache may hold (0: no cap); least recently used go first
   std::string ca_file;               // https:// or wss:// join: the CAs to trust ("": the system's)
-  std::string pinned_cert;           // trust only this certificate instead (serve's own worker)
   std::string local_secret;          // proves this is the coordinator's own worker (serve sets it)
   // Serve's own worker: a link in the same process instead of dialing
   // `join` (Coordinator::connect_local; local_link.h). `join` then only
