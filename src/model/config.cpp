@@ -184,16 +184,6 @@ void cfg::read_moe_keys(const json& j, ModelConfig& c) {
   }
 }
 
-const std::vector<std::string>& known_families() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const Family& f : family_registry())
-      for (const char* t : f.model_types) v.push_back(t);
-    return v;
-  }();
-  return names;
-}
-
 ModelConfig parse_hf_config(const json& j, const std::string& source, const TensorCensus* have) {
   struct Guard {
     const TensorCensus* saved = t_have;

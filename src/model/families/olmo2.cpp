@@ -11,10 +11,9 @@ namespace bonfire {
 namespace {
 
 using json = nlohmann::json;
-using namespace cfg;
 using namespace families;
 
-void read_config(const json& j, ModelConfig& c) {
+void read_config(const json&, ModelConfig& c) {
   c.qk_norm = true;  // q_norm and k_norm over the whole projection
 }
 

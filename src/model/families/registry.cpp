@@ -69,10 +69,19 @@ const Family* find_gguf_family(const std::string& arch, const GgufArch** entry) 
   return nullptr;
 }
 
+const std::vector<std::string>& known_families() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Family& f : family_registry())
+      for (const char* t : f.model_types) v.push_back(t);
+    return v;
+  }();
+  return names;
+}
+
 std::string known_model_types_text() {
   std::string names;
-  for (const Family& f : family_registry())
-    for (const char* t : f.model_types) names += std::string(names.empty() ? "" : ", ") + t;
+  for (const std::string& t : known_families()) names += (names.empty() ? "" : ", ") + t;
   return names;
 }
 
