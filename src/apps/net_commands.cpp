@@ -122,8 +122,9 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_flag("!--no-reconnect", o->worker.reconnect, "exit when the coordinator goes away");
   worker->add_flag("--quiet", o->worker.quiet, "no log lines on stderr");
   worker->add_option("--fault", o->worker.fault,
-                     "a test aid: lie=P returns a plausibly wrong result to a fraction P of calls "
-                     "(the second-best token, or a hidden state moved by 1% of its norm)");
+                     "test aids, comma-separated: lie=P returns a plausibly wrong result to a fraction P of calls "
+                     "(the second-best token, or a hidden state moved by 1% of its norm); slow=MS holds every "
+                     "graph call MS milliseconds");
   worker->add_option("--fault-seed", o->worker.fault_seed, "seed of --fault's coin (default: random)");
   add_compute_options(*worker, true);
 

@@ -1,6 +1,7 @@
 #include "net/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <boost/asio/strand.hpp>
@@ -40,6 +41,9 @@ json device_of(const json& hello, const std::string& simd) {
   const json d = hello.value("device", json());
   if (!d.is_object()) return out;
   if (d.value("type", json()) == "webgpu") out["type"] = "webgpu";
+  // Only a guess at its speed until its steps are timed (net/placement.h).
+  if (d.contains("readGBs") && d["readGBs"].is_number() && d["readGBs"].get<double>() > 0)
+    out["readGBs"] = std::min(d["readGBs"].get<double>(), 10000.0);
   if (d.contains("adapter") && d["adapter"].is_string()) out["adapter"] = bounded_text(d["adapter"].get<std::string>(), 64);
   if (d.contains("webgpu") && d["webgpu"].is_object() && d["webgpu"].dump().size() <= 4096) out["webgpu"] = d["webgpu"];
   if (out["type"] == "webgpu" && d.contains("gpuOps") && d["gpuOps"].is_array() && d["gpuOps"].size() <= 64) {
@@ -225,6 +229,25 @@ void RemoteWorker::add_model(const std::string& id, const std::string& hash) {
 double RemoteWorker::ms_per_call() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ewma_ms_;
+}
+
+void RemoteWorker::note_speed(int64_t bytes, double ms) {
+  if (bytes <= 0 || !(ms > 0)) return;
+  const double gbs = static_cast<double>(bytes) / (ms * 1e6);
+  std::lock_guard<std::mutex> lock(mu_);
+  speed_gbs_ = speed_samples_++ == 0 ? gbs : 0.8 * speed_gbs_ + 0.2 * gbs;
+}
+
+double RemoteWorker::measured_gbs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return speed_samples_ >= kSpeedSamples ? speed_gbs_ : 0;
+}
+
+json RemoteWorker::speed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {{"measuredGBs", speed_samples_ >= kSpeedSamples ? std::round(speed_gbs_ * 1000) / 1000 : 0.0},
+          {"samples", speed_samples_},
+          {"announcedGBs", info_.device.value("readGBs", 0.0)}};
 }
 
 bool RemoteWorker::has_graph(const std::string& key) {

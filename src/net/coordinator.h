@@ -85,6 +85,13 @@ class RemoteWorker {
   bool alive() const { return !link_->closed(); }
   int in_flight() const { return in_flight_; }
   double ms_per_call() const;
+  // A decode step over a stage holding `bytes` answered in `ms` (its round
+  // trip): the worker's measured speed, a moving average of bytes / ms
+  // (net/placement.h). measured_gbs() is 0 until kSpeedSamples steps.
+  static constexpr int64_t kSpeedSamples = 2;
+  void note_speed(int64_t bytes, double ms);
+  double measured_gbs() const;
+  nlohmann::json speed() const;  // {"measuredGBs", "samples", "announcedGBs"}
   int64_t calls() const { return calls_; }
   // Generation steps answered (a batched call's rows each count).
   int64_t steps() const { return steps_; }
@@ -129,6 +136,8 @@ class RemoteWorker {
   std::atomic<int64_t> checks_passed_{0}, checks_failed_{0}, checks_inconclusive_{0};
   int unsolicited_ = 0;
   double ewma_ms_ = 0;
+  double speed_gbs_ = 0;
+  int64_t speed_samples_ = 0;
   std::string closed_reason_;
 };
 

@@ -152,20 +152,30 @@ class PipelineRun {
       net_.pick(g->ops, g->features, hash, dead);
       throw Error(ErrorCode::NoWorker, "no connected worker holds model " + m_.id());
     }
-    // Least expected wait first: the calls in flight, and the sequences
-    // decoding or waiting in the worker's batches (its calls in flight stay
-    // at one per stage while they queue in the scheduler).
-    std::map<std::string, double> load;
-    for (const auto& w : holders) load[w->id()] = (w->in_flight() + m_.scheduler().load(w->id())) * std::max(1.0, w->ms_per_call());
-    // Workers that have passed spot checks (net/verifier.h) go first among
-    // equals, and win against an unchecked one with up to half again its wait.
+    // Each holder's speed (net/placement.h): measured on its decode steps,
+    // else guessed from what it announced.
+    std::vector<SpeedEvidence> evidence;
+    for (const auto& w : holders) evidence.push_back({w->measured_gbs(), w->info().device.value("readGBs", 0.0)});
+    const std::vector<double> speeds = placement_speeds(evidence);
+    // Least expected wait first: the work ahead of a new sequence (the calls
+    // in flight, and the sequences decoding or waiting in the worker's
+    // batches; its calls in flight stay at one per stage while they queue in
+    // the scheduler, plus its own) over the worker's speed. Workers that have
+    // passed spot checks (net/verifier.h) go first among equals, and win
+    // against an unchecked one with up to half again its wait.
+    std::map<std::string, double> wait, speed;
+    for (size_t i = 0; i < holders.size(); ++i) {
+      const auto& w = holders[i];
+      speed[w->id()] = speeds[i];
+      wait[w->id()] = (w->in_flight() + m_.scheduler().load(w->id()) + 1) / speeds[i];
+    }
     auto key = [&](const std::shared_ptr<RemoteWorker>& w) {
-      return std::make_pair(load[w->id()] * (w->trusted() ? 1.0 : 1.5), !w->trusted());
+      return std::make_pair(wait[w->id()] * (w->trusted() ? 1.0 : 1.5), !w->trusted());
     };
     std::stable_sort(holders.begin(), holders.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
-    std::vector<int64_t> memories;
-    for (const auto& w : holders) memories.push_back(w->info().memory);
-    const auto ranges = m_.plan_stages(memories);
+    std::vector<StageSlot> slots;
+    for (const auto& w : holders) slots.push_back({speed[w->id()], w->info().memory});
+    const auto ranges = m_.plan_stages(slots);
     stages_.clear();
     for (size_t i = 0; i < ranges.size(); ++i) {
       Stage s;
@@ -239,6 +249,7 @@ class PipelineRun {
       c.bind = {{"pos", pos}, {"step", step}};
       if (si + 1 == stages_.size()) c.bind.update(ServedModel::sample_bind(sample_));
       c.tokens = T;
+      c.bytes = m_.stage_bytes(s.first, s.end);
       c.batchable = step > 0 && T == 1 && !g->key.empty();
       c.alone = alone_;
       c.inputs["in:tokens"] = ids;

@@ -96,43 +96,34 @@ json ServedModel::describe() const {
           {"files", fingerprint_.to_json()["files"]}};
 }
 
-std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vector<int64_t>& memories) const {
-  const int64_t L = n_layers_;
-  int64_t want = options_.stages;
-  if (want <= 0) {
-    // As few stages as the biggest workers allow.
-    std::vector<int64_t> mem = memories;
-    std::sort(mem.rbegin(), mem.rend());
-    int64_t need = total_bytes(), have = 0;
-    want = 0;
-    for (int64_t m : mem) {
+int64_t ServedModel::stage_bytes(int64_t first, int64_t end) const {
+  int64_t t = end >= n_layers_ ? edge_bytes_ : 0;
+  for (int64_t l = std::max<int64_t>(0, first); l < std::min(end, n_layers_); ++l) t += layer_bytes_[l];
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vector<StageSlot>& workers) const {
+  if (workers.empty()) throw Error(ErrorCode::NoWorker, "no connected worker holds model " + id());
+  std::vector<StageSlot> slots;
+  if (options_.stages > 0) {
+    // As asked; each worker refuses what it cannot hold.
+    for (int64_t i = 0; i < std::min<int64_t>(options_.stages, n_layers_); ++i)
+      slots.push_back({workers[i % workers.size()].speed, -1});
+  } else {
+    // As few of the best workers as hold the model.
+    const int64_t need = total_bytes();
+    int64_t have = 0;
+    for (const auto& w : workers) {
       if (have >= need) break;
-      have += m * 9 / 10;
-      ++want;
+      slots.push_back({w.speed, w.capacity * 9 / 10});
+      have += w.capacity * 9 / 10;
     }
     if (have < need)
       throw Error(ErrorCode::TooLarge, "model " + id() + " needs " + std::to_string(need >> 20) +
                                            " MiB; the workers holding it lend " + std::to_string(have >> 20) +
                                            " MiB together");
-    want = std::max<int64_t>(want, 1);
   }
-  want = std::min(want, L);
-  // Equal shares of the layers' bytes per stage.
-  int64_t total = 0;
-  for (int64_t b : layer_bytes_) total += b;
-  std::vector<std::pair<int64_t, int64_t>> out;
-  int64_t first = 0, acc = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    acc += layer_bytes_[l];
-    const int64_t stage = static_cast<int64_t>(out.size());
-    const bool last_possible = L - 1 - l < want - stage - 1;  // keep a layer for each later stage
-    if (stage < want - 1 && (acc * want >= total * (stage + 1) || last_possible) && l + 1 < L) {
-      out.push_back({first, l + 1});
-      first = l + 1;
-    }
-  }
-  out.push_back({first, L});
-  return out;
+  return cut_layers(layer_bytes_, edge_bytes_, slots);
 }
 
 json ServedModel::sample_bind(const json& sample) {

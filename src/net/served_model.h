@@ -20,6 +20,7 @@
 #include "model/chat_template/chat_template.h"
 #include "net/coordinator.h"
 #include "net/model_hash.h"
+#include "net/placement.h"
 #include "net/step_scheduler.h"
 
 namespace bonfire::net {
@@ -95,9 +96,16 @@ class ServedModel {
   // op's params) into the graphs step_graph lowers.
   static nlohmann::json sample_bind(const nlohmann::json& sample);
   static std::string sample_bind_name(const std::string& param);  // "seed" -> "sampleSeed"
-  // Pipeline placement for this request; throws NoWorker when no worker
-  // holds the model.
-  std::vector<std::pair<int64_t, int64_t>> plan_stages(const std::vector<int64_t>& memories) const;
+  // What a stage over layers [first, end) holds: its layers' weights and
+  // caches, and the embedding and head on the last stage.
+  int64_t stage_bytes(int64_t first, int64_t end) const;
+  // The layer ranges of a generation's pipeline on `workers` (the holders,
+  // best first; `capacity` their memory), each range for workers[i % size]:
+  // with --stages N, N ranges on the first N; otherwise on as few of the
+  // first as hold the model in 90% of their memory. The bytes of each range
+  // follow the workers' speeds (net/placement.h). Throws TooLarge when they
+  // cannot hold it.
+  std::vector<std::pair<int64_t, int64_t>> plan_stages(const std::vector<StageSlot>& workers) const;
   const ServeModelOptions& options() const { return options_; }
   StepScheduler& scheduler() { return *scheduler_; }
 

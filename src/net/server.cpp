@@ -365,6 +365,7 @@ nlohmann::json Server::workers_json() const {
                    {"memory", i.memory},
                    {"models", models},
                    {"load", {{"inFlight", w->in_flight()}, {"msPerCall", w->ms_per_call()}, {"calls", w->calls()}, {"steps", w->steps()}}},
+                   {"speed", w->speed()},
                    {"joined", i.joined}});
     nlohmann::json held = nlohmann::json::array();
     int generations = 0;

@@ -41,7 +41,7 @@ struct WorkerOptions {
   double connect_timeout_s = 30;     // to reach the coordinator at first
   double session_ttl_s = 1800;       // idle sessions are freed after this
   bool quiet = false;
-  std::string fault;        // a test aid: "lie=P" (net/worker_fault.h)
+  std::string fault;        // test aids: "lie=P", "slow=MS" (net/worker_fault.h)
   uint64_t fault_seed = 0;  // the fault's coin; 0 draws one
 };
 

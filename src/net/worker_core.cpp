@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -80,7 +81,7 @@ struct WorkerCore::Impl {
   std::deque<Clock::time_point> served;  // step calls answered within kRateWindowS
   int64_t steps_served = 0;
   std::vector<std::string> gpu_ops;  // opt.gpu_ops until set_gpu_ops
-  std::unique_ptr<LieFault> lie;  // --fault lie=P (a test aid)
+  std::unique_ptr<WorkerFault> fault;  // --fault lie=P,slow=MS (test aids)
 
   void log(const std::string& s) {
     if (!opt.quiet && hooks.log) hooks.log(s);
@@ -90,6 +91,7 @@ struct WorkerCore::Impl {
   // the WebGPU device a browser worker holds beside it.
   json device() {
     json d = {{"type", "cpu"}, {"adapter", simd::simd_target()}};
+    if (opt.read_gbs > 0) d["readGBs"] = std::round(opt.read_gbs * 10) / 10;
     if (opt.webgpu.is_object()) d["webgpu"] = opt.webgpu;
     std::lock_guard<std::mutex> lock(mu);
     if (opt.webgpu.is_object() && !gpu_ops.empty()) {
@@ -413,7 +415,7 @@ struct WorkerCore::Impl {
       std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
-    if (hooks.device_call && !batched && !lie && !h.value("stepNumerics", false)) {
+    if (hooks.device_call && !batched && !fault && !h.value("stepNumerics", false)) {
       DeviceCall dc;
       dc.call = call;
       dc.inputs = inputs.empty() ? call->inputs : inputs;
@@ -432,10 +434,13 @@ struct WorkerCore::Impl {
       if (hooks.device_call(dc)) return;
     }
     RunResult r;
-    // --fault lie=P: this call's answer will be wrong (worker_fault.h).
-    std::vector<LieFault::Sampled> sampled;
+    // --fault slow=MS: this call waits; lie=P: its answer will be wrong
+    // (worker_fault.h).
+    if (fault && fault->slow_ms() > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(fault->slow_ms() * 1000)));
+    std::vector<WorkerFault::Sampled> sampled;
     std::optional<Graph> lying;
-    if (lie && lie->lie_now()) lying = LieFault::with_sample_logits(call->graph, &sampled);
+    if (fault && fault->lie_now()) lying = WorkerFault::with_sample_logits(call->graph, &sampled);
     const Graph& graph = lying ? *lying : call->graph;
     // "stepNumerics": every row computed as its one-token step was (a
     // checker's recomputation; docs/PROTOCOL-EXTENSIONS.md).
@@ -454,7 +459,7 @@ struct WorkerCore::Impl {
       forget(created);
       throw;
     }
-    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + lie->tell(r.outputs, sampled));
+    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + fault->tell(r.outputs, sampled));
     send_result(h["req"], t0, std::move(r));
   }
 
@@ -524,7 +529,7 @@ WorkerCore::WorkerCore(WorkerCoreOptions options, Hooks hooks) : impl_(new Impl)
   w.opt = std::move(options);
   w.hooks = std::move(hooks);
   w.gpu_ops = w.opt.gpu_ops;
-  if (!w.opt.fault.empty()) w.lie = std::make_unique<LieFault>(w.opt.fault, w.opt.fault_seed);
+  if (!w.opt.fault.empty()) w.fault = std::make_unique<WorkerFault>(w.opt.fault, w.opt.fault_seed);
   for (Lane* lane : {&w.steps, &w.graphs, &w.loads}) lane->thread = std::thread([&w, lane] { w.lane_loop(*lane); });
 }
 

@@ -58,7 +58,11 @@ struct WorkerCoreOptions {
   // thread is the coordinator's, waiting for the step anyway.
   bool inline_steps = false;
   bool quiet = false;
-  std::string fault;        // a test aid: "lie=P" (net/worker_fault.h)
+  // The read bandwidth this machine measured, GB/s (0: not measured):
+  // announced as hello "device.readGBs", placement's guess at its speed
+  // until its steps are timed (net/placement.h).
+  double read_gbs = 0;
+  std::string fault;        // test aids: "lie=P", "slow=MS" (net/worker_fault.h)
   uint64_t fault_seed = 0;  // the fault's coin; 0 draws one
 };
 

@@ -8,30 +8,44 @@
 
 namespace bonfire::net {
 
-LieFault::LieFault(const std::string& spec, uint64_t seed) : rng_(seed ? seed : std::random_device{}()) {
-  if (spec.empty()) return;
-  const auto eq = spec.find('=');
-  const std::string kind = spec.substr(0, eq);
-  if (kind != "lie" || eq == std::string::npos)
-    throw Error(ErrorCode::BadGraph, "--fault: unknown fault \"" + spec.substr(0, 32) + "\" (known: lie=P)");
-  try {
-    size_t used = 0;
-    p_ = std::stod(spec.substr(eq + 1), &used);
-    if (used != spec.size() - eq - 1) throw std::invalid_argument("trailing text");
-  } catch (const std::exception&) {
-    throw Error(ErrorCode::BadGraph, "--fault lie=P: P must be a number, got \"" + spec.substr(eq + 1, 32) + "\"");
+WorkerFault::WorkerFault(const std::string& spec, uint64_t seed) : rng_(seed ? seed : std::random_device{}()) {
+  size_t at = 0;
+  while (at < spec.size()) {
+    size_t comma = spec.find(',', at);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(at, comma - at);
+    at = comma + 1;
+    const auto eq = item.find('=');
+    const std::string kind = item.substr(0, eq);
+    if ((kind != "lie" && kind != "slow") || eq == std::string::npos)
+      throw Error(ErrorCode::BadGraph, "--fault: unknown fault \"" + item.substr(0, 32) + "\" (known: lie=P, slow=MS)");
+    double v = 0;
+    try {
+      size_t used = 0;
+      v = std::stod(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1) throw std::invalid_argument("trailing text");
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::BadGraph, "--fault " + kind + ": its value must be a number, got \"" +
+                                           item.substr(eq + 1, 32) + "\"");
+    }
+    if (kind == "lie") {
+      if (!(v >= 0 && v <= 1)) throw Error(ErrorCode::BadGraph, "--fault lie=P: P must be in [0, 1]");
+      p_ = v;
+    } else {
+      if (!(v >= 0 && v <= 60000)) throw Error(ErrorCode::BadGraph, "--fault slow=MS: MS must be in [0, 60000]");
+      slow_ms_ = v;
+    }
   }
-  if (!(p_ >= 0 && p_ <= 1)) throw Error(ErrorCode::BadGraph, "--fault lie=P: P must be in [0, 1]");
 }
 
-bool LieFault::lie_now() {
+bool WorkerFault::lie_now() {
   if (p_ <= 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
   ++calls_;
   return std::uniform_real_distribution<double>(0, 1)(rng_) < p_;
 }
 
-Graph LieFault::with_sample_logits(const Graph& g, std::vector<Sampled>* sampled) {
+Graph WorkerFault::with_sample_logits(const Graph& g, std::vector<Sampled>* sampled) {
   Graph out = g;
   for (const Ref& r : g.outputs) {
     if (r.kind != Ref::Node || g.nodes[r.node].op->name != "sample") continue;
@@ -44,7 +58,7 @@ Graph LieFault::with_sample_logits(const Graph& g, std::vector<Sampled>* sampled
   return out;
 }
 
-std::string LieFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled) {
+std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string what;
   for (const Sampled& s : sampled) {

@@ -1,9 +1,10 @@
-// A test aid: a worker that lies (`bonfire worker --fault lie=P`). It is the
-// real worker with one switch, so tests, and anyone auditing a network's
-// verifier, can see how fast plausible wrong answers are caught
-// (docs/NETWORK.md "Checking workers"). With probability P per call the
-// worker returns a result that no shape or range check can tell from a
-// right one:
+// Test aids: a worker that lies or is slow (`bonfire worker --fault
+// lie=P,slow=MS`, either or both). It is the real worker with a switch, so
+// tests, and anyone auditing a network, can see how fast plausible wrong
+// answers are caught (docs/NETWORK.md "Checking workers") and how placement
+// treats a slow worker: `slow=MS` holds every graph call MS milliseconds
+// before it runs. With `lie=P`, with probability P per call the worker
+// returns a result that no shape or range check can tell from a right one:
 // - a call that samples a token returns the second-best token instead (the
 //   best-scoring one whose logit is more than twice the near-tie tolerance of
 //   net/token_check.h below the drawn one's: a closer runner-up is forgiven
@@ -26,12 +27,14 @@
 
 namespace bonfire::net {
 
-class LieFault {
+class WorkerFault {
  public:
-  // `spec` is the text after --fault: "lie=P" with 0 <= P <= 1. Throws
-  // Error(BadGraph) naming what is wrong. `seed` fixes the coin (tests).
-  LieFault(const std::string& spec, uint64_t seed);
-  bool enabled() const { return p_ > 0; }
+  // `spec` is the text after --fault: "lie=P" (0 <= P <= 1) and/or
+  // "slow=MS", joined by a comma. Throws Error(BadGraph) naming what is
+  // wrong. `seed` fixes the coin (tests).
+  WorkerFault(const std::string& spec, uint64_t seed);
+  bool lies() const { return p_ > 0; }
+  double slow_ms() const { return slow_ms_; }
 
   // Tosses the coin for one call (thread-safe).
   bool lie_now();
@@ -51,6 +54,7 @@ class LieFault {
 
  private:
   double p_ = 0;
+  double slow_ms_ = 0;
   std::mutex mu_;
   std::mt19937_64 rng_;
   int64_t calls_ = 0;

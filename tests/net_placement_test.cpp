@@ -1,0 +1,106 @@
+// Placement's arithmetic (src/net/placement.h): which speed each worker gets,
+// and how a model's layers are cut into stages by speed within memory.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "net/placement.h"
+
+namespace bonfire::net {
+namespace {
+
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
+int64_t bytes_of(const std::vector<int64_t>& layers, std::pair<int64_t, int64_t> r, int64_t tail, bool last) {
+  return std::accumulate(layers.begin() + r.first, layers.begin() + r.second, int64_t(0)) + (last ? tail : 0);
+}
+
+TEST(PlacementSpeeds, MeasuredThenAnnouncedThenTheSlowestKnown) {
+  const auto s = placement_speeds({{4.0, 50.0}, {0, 10.0}, {0, 0}, {2.5, 0}});
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_DOUBLE_EQ(s[0], 4.0);                    // measured beats announced
+  EXPECT_DOUBLE_EQ(s[1], kAnnouncedShare * 10.0);  // a share of what it announced
+  EXPECT_DOUBLE_EQ(s[2], 2.5);                    // nothing known: the slowest of the others
+  EXPECT_DOUBLE_EQ(s[3], 2.5);
+  EXPECT_EQ(placement_speeds({{0, 0}, {0, 0}}), (std::vector<double>{1, 1}));  // all unknown: equal
+}
+
+TEST(CutLayers, EqualSpeedsCutEqualBytes) {
+  const std::vector<int64_t> layers(8, 100);
+  EXPECT_EQ(cut_layers(layers, 0, {{1, -1}, {1, -1}}), (Ranges{{0, 4}, {4, 8}}));
+  EXPECT_EQ(cut_layers(layers, 0, {{1, -1}, {1, -1}, {1, -1}, {1, -1}}), (Ranges{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));
+  EXPECT_EQ(cut_layers(layers, 0, {{1, -1}}), (Ranges{{0, 8}}));
+}
+
+TEST(CutLayers, FasterWorkersTakeMoreLayers) {
+  const std::vector<int64_t> layers(12, 100);
+  // 3:1 -> 9 and 3 layers.
+  EXPECT_EQ(cut_layers(layers, 0, {{3, -1}, {1, -1}}), (Ranges{{0, 9}, {9, 12}}));
+  EXPECT_EQ(cut_layers(layers, 0, {{1, -1}, {3, -1}}), (Ranges{{0, 3}, {3, 12}}));
+  // The head's bytes count on the last stage: 1200 + 400 at 1:1 is 800 each.
+  EXPECT_EQ(cut_layers(layers, 400, {{1, -1}, {1, -1}}), (Ranges{{0, 8}, {8, 12}}));
+  // However slow, a stage keeps one layer.
+  EXPECT_EQ(cut_layers(layers, 0, {{1000, -1}, {1, -1}}), (Ranges{{0, 11}, {11, 12}}));
+}
+
+TEST(CutLayers, CapacitiesBoundTheShares) {
+  const std::vector<int64_t> layers(10, 100);
+  // The fast worker holds only 300 bytes: it gets 3 layers, the rest go on.
+  const Ranges r = cut_layers(layers, 0, {{10, 300}, {1, -1}});
+  EXPECT_EQ(r, (Ranges{{0, 3}, {3, 10}}));
+  // Uneven layers: no stage exceeds its capacity, and every layer is placed once.
+  const std::vector<int64_t> uneven = {50, 400, 50, 50, 300, 50, 50, 50};
+  const std::vector<StageSlot> slots = {{5, 500}, {1, 600}, {2, 500}};
+  const Ranges u = cut_layers(uneven, 0, slots);
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(u.front().first, 0);
+  EXPECT_EQ(u.back().second, (int64_t)uneven.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    EXPECT_LT(u[i].first, u[i].second);
+    if (i) {
+      EXPECT_EQ(u[i].first, u[i - 1].second);
+    }
+    EXPECT_LE(bytes_of(uneven, u[i], 0, i + 1 == u.size()), slots[i].capacity) << "stage " << i;
+  }
+}
+
+TEST(CutLayers, MoreSlotsThanLayersUsesOneLayerEach) {
+  EXPECT_EQ(cut_layers({5, 5}, 0, {{1, -1}, {1, -1}, {1, -1}}), (Ranges{{0, 1}, {1, 2}}));
+}
+
+TEST(CutLayers, RefusesWhatCannotFitNamingTheStage) {
+  // One layer alone is larger than the first worker's memory.
+  try {
+    cut_layers({500, 100}, 0, {{1, 400}, {1, 1000}});
+    FAIL() << "a 500-byte layer was placed in 400 bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, ErrorCode::TooLarge);
+    EXPECT_NE(std::string(e.what()).find("stage 1 would start with layer 0, which alone needs 500 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // The head cannot fit on the last worker, however the layers are cut.
+  try {
+    cut_layers({100, 100}, 900, {{1, 1000}, {1, 500}});
+    FAIL() << "a 1000-byte last stage was placed in 500 bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, ErrorCode::TooLarge);
+    EXPECT_NE(std::string(e.what()).find("later stages' workers (500 bytes)"), std::string::npos) << e.what();
+  }
+  // One worker for the whole model.
+  try {
+    cut_layers({100, 100}, 900, {{1, 500}});
+    FAIL() << "1100 bytes were placed in 500";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code, ErrorCode::TooLarge);
+    EXPECT_NE(std::string(e.what()).find("stage 1 needs 1100 bytes and its worker holds 500 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bonfire::net
