@@ -2,6 +2,7 @@
 // and how a model's layers are cut into stages by speed within memory.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -19,13 +20,22 @@ int64_t bytes_of(const std::vector<int64_t>& layers, std::pair<int64_t, int64_t>
 }
 
 TEST(PlacementSpeeds, MeasuredThenAnnouncedThenTheSlowestKnown) {
-  const auto s = placement_speeds({{4.0, 50.0}, {0, 10.0}, {0, 0}, {2.5, 0}});
+  const double step2 = kSpeedStep * kSpeedStep, step4 = step2 * step2;  // speeds on the rounding grid
+  const auto s = placement_speeds({{step4, 50.0}, {0, step2 / kAnnouncedShare}, {0, 0}, {step2, 0}});
   ASSERT_EQ(s.size(), 4u);
-  EXPECT_DOUBLE_EQ(s[0], 4.0);                    // measured beats announced
-  EXPECT_DOUBLE_EQ(s[1], kAnnouncedShare * 10.0);  // a share of what it announced
-  EXPECT_DOUBLE_EQ(s[2], 2.5);                    // nothing known: the slowest of the others
-  EXPECT_DOUBLE_EQ(s[3], 2.5);
+  EXPECT_DOUBLE_EQ(s[0], step4);  // measured beats announced
+  EXPECT_DOUBLE_EQ(s[1], step2);  // a share of what it announced
+  EXPECT_DOUBLE_EQ(s[2], step2);  // nothing known: the slowest of the others
+  EXPECT_DOUBLE_EQ(s[3], step2);
   EXPECT_EQ(placement_speeds({{0, 0}, {0, 0}}), (std::vector<double>{1, 1}));  // all unknown: equal
+}
+
+TEST(PlacementSpeeds, AboutTheSameSpeedIsTheSame) {
+  // Two workers 8% apart are equals to placement; a third 3x faster is not.
+  const auto s = placement_speeds({{10.0, 0}, {10.8, 0}, {30.0, 0}});
+  EXPECT_DOUBLE_EQ(s[0], s[1]);
+  EXPECT_GT(s[2], 2 * s[0]);
+  EXPECT_LT(std::fabs(std::log(s[0] / 10.0)), std::log(kSpeedStep));  // within a step of the measure
 }
 
 TEST(CutLayers, EqualSpeedsCutEqualBytes) {

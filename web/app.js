@@ -54,6 +54,17 @@ function deviceText(d, simd) {
   const gpu = d.webgpu ? ` + WebGPU ${[d.webgpu.adapterInfo?.vendor, d.webgpu.adapterInfo?.architecture].filter(Boolean).join(' ')}` : '';
   return `${d.type} · ${d.adapter || simd || '?'}${gpu}`;
 }
+// The speed placement weighs (docs/NETWORK.md, "Routing and placement"):
+// measured on its decode steps, else the bandwidth it announced.
+function speedText(s) {
+  if (!s) return '–';
+  if (s.measuredGBs > 0) return `${s.measuredGBs.toFixed(2)} GB/s`;
+  if (s.announcedGBs > 0) return `~${s.announcedGBs.toFixed(1)} GB/s (announced)`;
+  return '–';
+}
+const speedTitle = (s) => (s && s.measuredGBs > 0
+  ? `weights streamed per decode step's round trip, over ${s.samples} steps`
+  : 'read bandwidth the worker measured at start; placement takes half of it until its steps are timed');
 const deviceTitle = (d) => (d && d.webgpu ? 'the tab has this WebGPU adapter; its steps run on the CPU (WebAssembly)' : 'where its steps run');
 
 const count = (n) => (Number.isFinite(n) ? n.toLocaleString('en-US') : '–');
@@ -206,6 +217,7 @@ function workerCard(w) {
       h('div', {}, h('dt', {}, 'checks'), h('dd', { class: 'checks', title: 'spot checks passed / failed (docs/NETWORK.md)' },
         checks ? `${count(checks.passed)} ✓ / ${count(checks.failed)} ✗${checks.trusted ? ' · trusted' : ''}` : '–')),
       h('div', {}, h('dt', {}, 'device'), h('dd', { class: 'device', title: deviceTitle(w.device) }, deviceText(w.device, w.simd))),
+      h('div', {}, h('dt', {}, 'speed'), h('dd', { class: 'speed', title: speedTitle(w.speed) }, speedText(w.speed))),
       h('div', {}, h('dt', {}, 'ops'), h('dd', {}, count((w.ops || []).length)))),
     h('div', { class: 'line' }, h('span', { class: 'key' }, 'models'),
       models.length ? models.map((m) => h('span', { class: 'chip model', title: `sha256 ${m.hash}` }, m.id))

@@ -16,8 +16,10 @@ std::vector<double> placement_speeds(const std::vector<SpeedEvidence>& workers) 
     out.push_back(s);
     if (s > 0 && (slowest == 0 || s < slowest)) slowest = s;
   }
-  for (double& s : out)
+  for (double& s : out) {
     if (s <= 0) s = slowest > 0 ? slowest : 1;
+    s = std::pow(kSpeedStep, std::round(std::log(s) / std::log(kSpeedStep)));
+  }
   return out;
 }
 

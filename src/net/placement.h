@@ -3,9 +3,9 @@
 // even. Pure functions of numbers, so placement can be tested without a
 // network; served_generation.cpp gathers the numbers and applies the plan.
 //
-// Speed is what a decode step streams per unit of time: the bytes its stage
-// holds (weights and caches, ServedModel::stage_bytes) over the call's round
-// trip as the coordinator times it. A worker cannot fake that upward. Before
+// Speed is what a decode step streams per unit of time: its stage's weights
+// (ServedModel::stage_bytes) over the call's round trip as the coordinator
+// times it. A worker cannot fake that upward. Before
 // a worker has answered decode steps, its own announcement stands in (hello
 // "device.readGBs", the read bandwidth it measured), at kAnnouncedShare of
 // its value since a step also computes and crosses the link; a worker with
@@ -23,8 +23,14 @@ struct SpeedEvidence {
   double announced = 0;  // the worker's own read-bandwidth figure
 };
 constexpr double kAnnouncedShare = 0.5;
+// Speeds are rounded to a power of kSpeedStep: workers of about the same
+// speed then rank by their load and join order, and the cuts between stages
+// do not move with each step's noise (a generation placed like the ones
+// already decoding shares their batched calls).
+constexpr double kSpeedStep = 1.5;
 // The speed placement uses for each worker: measured, else a share of the
-// announced, else the slowest of the others (1 when nothing is known).
+// announced, else the slowest of the others (1 when nothing is known),
+// rounded.
 std::vector<double> placement_speeds(const std::vector<SpeedEvidence>& workers);
 
 // One stage's worker as the cut sees it.

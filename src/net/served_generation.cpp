@@ -249,7 +249,7 @@ class PipelineRun {
       c.bind = {{"pos", pos}, {"step", step}};
       if (si + 1 == stages_.size()) c.bind.update(ServedModel::sample_bind(sample_));
       c.tokens = T;
-      c.bytes = m_.stage_bytes(s.first, s.end);
+      c.bytes = m_.stage_bytes(s.first, s.end, true);
       c.batchable = step > 0 && T == 1 && !g->key.empty();
       c.alone = alone_;
       c.inputs["in:tokens"] = ids;

@@ -44,6 +44,7 @@ std::unique_ptr<ServedModel> ServedModel::open(const std::string& path, const Se
 // nodes read, plus the state its prefill allocates for the whole context.
 void ServedModel::measure_layers() {
   layer_bytes_.assign(n_layers_, 0);
+  layer_weight_bytes_.assign(n_layers_, 0);
   std::set<std::string> seen;
   auto count = [&](const json& call) {
     for (const auto& n : call["nodes"]) {
@@ -54,6 +55,7 @@ void ServedModel::measure_layers() {
         if (ref.rfind("w:", 0) != 0 || !seen.insert(ref).second) continue;
         if (const Tensor* t = local_->weights().find(ref.substr(2))) bytes += t->nbytes();
       }
+      if (l >= 0 && l < n_layers_) layer_weight_bytes_[l] += bytes;
       if (n["op"] == "zeros" && n.contains("params") && n["params"].contains("shape")) {
         int64_t e = 4;
         for (const auto& d : n["params"]["shape"]) e *= d.is_number() ? d.get<int64_t>() : 1;
@@ -96,9 +98,10 @@ json ServedModel::describe() const {
           {"files", fingerprint_.to_json()["files"]}};
 }
 
-int64_t ServedModel::stage_bytes(int64_t first, int64_t end) const {
+int64_t ServedModel::stage_bytes(int64_t first, int64_t end, bool weights_only) const {
+  const std::vector<int64_t>& layers = weights_only ? layer_weight_bytes_ : layer_bytes_;
   int64_t t = end >= n_layers_ ? edge_bytes_ : 0;
-  for (int64_t l = std::max<int64_t>(0, first); l < std::min(end, n_layers_); ++l) t += layer_bytes_[l];
+  for (int64_t l = std::max<int64_t>(0, first); l < std::min(end, n_layers_); ++l) t += layers[l];
   return t;
 }
 

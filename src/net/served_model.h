@@ -97,8 +97,9 @@ class ServedModel {
   static nlohmann::json sample_bind(const nlohmann::json& sample);
   static std::string sample_bind_name(const std::string& param);  // "seed" -> "sampleSeed"
   // What a stage over layers [first, end) holds: its layers' weights and
-  // caches, and the embedding and head on the last stage.
-  int64_t stage_bytes(int64_t first, int64_t end) const;
+  // caches, and the embedding and head on the last stage. With
+  // `weights_only`, its weights: what each of its decode steps reads.
+  int64_t stage_bytes(int64_t first, int64_t end, bool weights_only = false) const;
   // The layer ranges of a generation's pipeline on `workers` (the holders,
   // best first; `capacity` their memory), each range for workers[i % size]:
   // with --stages N, N ranges on the first N; otherwise on as few of the
@@ -119,7 +120,8 @@ class ServedModel {
   std::optional<ChatTemplate> chat_template_;
   nlohmann::ordered_json template_vars_;
   int64_t n_layers_ = 0;
-  std::vector<int64_t> layer_bytes_;  // weights and state of each layer
+  std::vector<int64_t> layer_bytes_;         // weights and state of each layer
+  std::vector<int64_t> layer_weight_bytes_;  // weights of each layer
   int64_t edge_bytes_ = 0;            // embedding and head
   nlohmann::json kv_;                 // ir::kv_memory at the served context, for describe()
   std::mutex mu_;

@@ -45,7 +45,7 @@ struct StepCall {
   nlohmann::json bind;
   std::map<std::string, Tensor> inputs;  // by wire name ("in:tokens"), this row's only
   int64_t tokens = 1;
-  int64_t bytes = 0;       // what the stage holds (weights, caches): a decode call's speed is bytes / its time
+  int64_t bytes = 0;       // the stage's weights: a decode call's speed is bytes / its round trip
   bool batchable = false;  // a one-token decode step of a registered graph
   bool alone = false;      // go in a call of its own (after a failed batch)
   bool step_numerics = false;  // every row as its one-token step computes it (a checker's call)

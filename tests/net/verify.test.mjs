@@ -165,7 +165,8 @@ await main('verify', async () => {
 
   // ---- a pipeline: a liar on the first stage, its hidden state pinned on it ----
   {
-    // "a-liar" sorts first, so the first generations place it on layers 0-1.
+    // Where the liar runs follows the workers' speeds: its hidden-state lies
+    // come from a first stage (layers 0-k).
     const serve = await startServe(['--no-local-worker', '--model', MODEL, '--stages', '2', '--verify-rate', '0.2',
                                     '--verify-seed', '11']);
     const honest = ['h1', 'h2', 'h3'].map((id) => startWorker(serve.url, ['--model', MODEL, '--id', id, '--no-fetch']));
@@ -187,10 +188,10 @@ await main('verify', async () => {
     log(`pipeline: the liar was banned after ${ban.steps} of its steps (${hidden} hidden-state lies, ` +
         `${tokenLies(liar)} token lies): ${ban.reason}`);
     check(/stage by stage/.test(ban.reason), `the ban does not say how the stage was found: ${ban.reason}`);
-    // Caught lying on a stage it ran (pinned on layers 0-1), or on a check
-    // it ran for others as the verifier (the referee contradicts it).
+    // Caught lying on a stage it ran (pinned on its layers 0-k), or on a
+    // check it ran for others as the verifier (the referee contradicts it).
     if (hidden > 0 && tokenLies(liar) === 0)
-      check(/output of layers 0-1|contradicted it as a verifier/.test(ban.reason),
+      check(/output of layers 0-\d+ |contradicted it as a verifier/.test(ban.reason),
             `a hidden-state liar not pinned on its stage: ${ban.reason}`);
     for (const h of honest) check(!/banned/.test(stderrOf(h)), `${h.name} was banned`);
     await Promise.all([serve, ...honest, liar].map((p) => stopProcess(p)));

@@ -111,6 +111,8 @@ await main('web browser', async () => {
     check(/threads/.test(workerText) && /memory/.test(workerText), `the worker card: ${workerText}`);
     // Spot checks: the coordinator's own worker is trusted from the start.
     check(/checks\s*0 ✓ \/ 0 ✗ · trusted/.test(workerText), `the worker card shows no checks: ${workerText}`);
+    // The speed placement weighs: announced by the worker, or measured once its steps ran.
+    check(/speed\s*~?[\d.]+ GB\/s/.test(workerText), `the worker card shows no speed: ${workerText}`);
     const row = page.locator(`[data-model-id="${model.id}"]`);
     await row.waitFor({ timeout: 15000 });
     const layers = JSON.parse(fs.readFileSync(path.join(model.dir, 'config.json'), 'utf8')).num_hidden_layers;
