@@ -48,7 +48,8 @@ constexpr int kNibbleBlock = 256;  // the same for q4_0's panels, two values a b
 constexpr int kAhead = 256;        // bytes of each weight row prefetched ahead
 constexpr int kStreamRows = 4;     // up to this many activation rows skip the packed copy
 constexpr int kWideRows = 8;       // activation rows of the widest tile
-constexpr int kPrefetchBlocks = 8; // blocks ahead a first pass over panels prefetches
+constexpr int kPrefetchBlocks = 8; // blocks ahead a first pass over panels prefetches into L1
+constexpr int kFarBlocks = 128;    // and into L2 (64 KiB of q8_0 panel ahead)
 // A q4_k panel's super-block (16 rows, 256 values), 2432 bytes:
 //   [0, 2048)     the nibbles: pair j (0..3), register g (0..7) holds bytes
 //                 4g..4g+3 of each row's qs[32j .. 32j + 32): low nibbles are
@@ -250,7 +251,13 @@ HWY_INLINE void Store(const __m512* acc, float* out, int64_t ldo, const float* b
 // kFirstPass: the panels come from memory, not cache. The hardware
 // prefetchers then fall behind while the core computes (4 rows took 1.5x one
 // row's time on Zen 5; 1.1x with the prefetches), and a later pass over the
-// same panels finds them in cache and would only pay for the hints.
+// same panels finds them in cache and would only pay for the hints. 8 rows
+// keep the load ports so busy (8 activation broadcasts per weight register)
+// that the L1 prefetches alone still left them at 1.4-1.6x one row's time
+// (ops_bench q8_0); prefetching kFarBlocks ahead into L2 as well took that
+// to 1.0-1.3x, and a batched 8-row decode step of the 1.1B bench model from
+// 52.6-54.2 to 50.4-50.8 ms (batch_bench; 32 blocks ahead helped less, 512
+// hurt).
 template <int MR, int NP, bool kNibbles, bool kFirstPass>
 HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t nb, float* out, int64_t ldo,
                      const float* bias, int64_t n_valid) {
@@ -272,6 +279,9 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
 #pragma GCC unroll 8
         for (int l = 0; l < kBlock; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(panels[p].scales + (b + kPrefetchBlocks) * kLanes), _MM_HINT_T0);
+        const char* far = reinterpret_cast<const char*>(panels[p].bytes) + (b + kFarBlocks) * kBlock;
+#pragma GCC unroll 8
+        for (int l = 0; l < kBlock; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
       }
       const __m512 dw = _mm512_load_ps(panels[p].scales + b * kLanes);
       if (kNibbles) {
