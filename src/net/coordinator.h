@@ -85,9 +85,10 @@ class RemoteWorker {
   bool alive() const { return !link_->closed(); }
   int in_flight() const { return in_flight_; }
   double ms_per_call() const;
-  // A decode step over a stage of `bytes` of weights answered in `ms` (its
-  // round trip): the worker's measured speed, a moving average of bytes / ms
-  // (net/placement.h). measured_gbs() is 0 until kSpeedSamples steps.
+  // A one-row decode step over a stage of `bytes` of weights answered in
+  // `ms` (its round trip): the worker's measured speed, a moving average of
+  // bytes / ms (net/placement.h). measured_gbs() is 0 until kSpeedSamples
+  // steps.
   static constexpr int64_t kSpeedSamples = 2;
   void note_speed(int64_t bytes, double ms);
   double measured_gbs() const;

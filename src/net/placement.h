@@ -5,7 +5,8 @@
 //
 // Speed is what a decode step streams per unit of time: its stage's weights
 // (ServedModel::stage_bytes) over the call's round trip as the coordinator
-// times it. A worker cannot fake that upward. Before
+// times it, on calls of one row (a batched call's time grows with its rows,
+// and placement counts the worker's load on its own). A worker cannot fake that upward. Before
 // a worker has answered decode steps, its own announcement stands in (hello
 // "device.readGBs", the read bandwidth it measured), at kAnnouncedShare of
 // its value since a step also computes and crosses the link; a worker with

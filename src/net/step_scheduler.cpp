@@ -145,7 +145,9 @@ void StepScheduler::send(Stage& st, const std::vector<Pending*>& rows, double ti
       average(st.decode_ms, ms);
       average(st.gap_ms, std::chrono::duration<double, std::milli>(t0 - st.idle_since).count());
       average(st.worker_ms, reply.header.value("ms", 0.0));
-      first.worker->note_speed(first.bytes, ms);
+      // A worker's speed from its one-row steps: a batched call's time also
+      // grows with its rows, and counting that would count its load twice.
+      if (!batched) first.worker->note_speed(first.bytes, ms);
     } else if (first.tokens > 0 && first.tokens == st.chunk && st.members > 0) {
       st.chunk = next_chunk(st.chunk, ms, st.decode_ms, options_.max_chunk);  // a chunk this stage sized
     }
