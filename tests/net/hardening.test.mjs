@@ -69,17 +69,32 @@ await main('hardening', async () => {
   // ---- a worker's device (hello "device") is kept bounded ----
   checkEqual(local0.device?.type, 'cpu', "the local worker's device");
   checkEqual(local0.device?.adapter, local0.simd, "the local worker's adapter is its SIMD target");
+  check(local0.device?.readGBs > 0 && local0.speed?.announcedGBs === local0.device.readGBs,
+        `the local worker announces its read bandwidth: ${JSON.stringify([local0.device, local0.speed])}`);
   const odd = await fakeWorker(serve.port);
   odd.send(message({ type: 'hello', protocol: 3, id: 'odd-device', ops: local0.ops, features: local0.features,
                      threads: 1, memory: 1 << 20,
-                     device: { type: 'quantum', adapter: 'x'.repeat(1000), webgpu: { blob: 'y'.repeat(10000) } } }));
+                     device: { type: 'quantum', adapter: 'x'.repeat(1000), webgpu: { blob: 'y'.repeat(10000) },
+                               readGBs: 1e12 } }));
   const shown = await waitFor(async () => (await workers(serve.url)).find((x) => x.id === 'odd-device'), 10000,
                               'odd-device to join');
   checkEqual(shown.device.type, 'cpu', 'an unknown device type');
   check(shown.device.adapter.length <= 67, `a 1000-character adapter name is cut: ${shown.device.adapter.length}`);
   check(shown.device.webgpu === undefined, 'a 10 KB webgpu description is dropped');
+  checkEqual(shown.device.readGBs, 10000, 'an announced read bandwidth of 1e12 GB/s is capped');
   odd.socket.destroy();
   await waitFor(async () => !(await workers(serve.url)).some((x) => x.id === 'odd-device'), 10000, 'odd-device to go');
+  for (const readGBs of ['fast', -5, 0, { a: 1 }]) {
+    const w = await fakeWorker(serve.port);
+    w.send(message({ type: 'hello', protocol: 3, id: 'odd-speed', ops: local0.ops, features: local0.features,
+                     threads: 1, memory: 1 << 20, device: { type: 'cpu', adapter: 'x', readGBs } }));
+    const s = await waitFor(async () => (await workers(serve.url)).find((x) => x.id === 'odd-speed'), 10000,
+                            'odd-speed to join');
+    check(s.device.readGBs === undefined && s.speed.announcedGBs === 0,
+          `readGBs ${JSON.stringify(readGBs)} is dropped: ${JSON.stringify([s.device, s.speed])}`);
+    w.socket.destroy();
+    await waitFor(async () => !(await workers(serve.url)).some((x) => x.id === 'odd-speed'), 10000, 'odd-speed to go');
+  }
 
   // ---- deep JSON: 100,000 nested '[' used to overflow the stack in dump() ----
   const graph = (extra) => `{"nodes": [{"id": "z", "op": "zeros", "params": {"shape": [2]}}], "outputs": ["z"]${extra}}`;
