@@ -114,6 +114,10 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_option("--token", o->worker.token, "the network's shared secret");
   worker->add_option("--id", o->worker.id, "this worker's name (default: the coordinator assigns one)");
   worker->add_option("--memory", o->worker_memory, "memory this worker lends (e.g. 8G; default: what is free now)");
+  worker->add_option("--read-gbs", o->worker.read_gbs,
+                     "the read bandwidth to announce, GB/s: placement's guess at this worker's speed until its steps "
+                     "are timed (default: measured at start; 0: announce none)")
+      ->check(CLI::Range(0.0, 10000.0));
   worker->add_option("--disable-feature", o->worker.disabled_features, "announce and run without this feature");
   worker->add_option("--cache-dir", o->worker.cache_dir, "where models fetched from the coordinator are kept");
   worker->add_option("--cache-max", o->cache_max,

@@ -84,7 +84,7 @@ struct Worker::Impl {
     c.quiet = opt.quiet;
     c.fault = opt.fault;
     c.fault_seed = opt.fault_seed;
-    c.read_gbs = machine_read_gbs();
+    c.read_gbs = opt.read_gbs < 0 ? machine_read_gbs() : opt.read_gbs;
     return c;
   }
 

@@ -41,6 +41,10 @@ struct WorkerOptions {
   double connect_timeout_s = 30;     // to reach the coordinator at first
   double session_ttl_s = 1800;       // idle sessions are freed after this
   bool quiet = false;
+  // The read bandwidth it announces, GB/s (hello "device.readGBs",
+  // placement's guess at its speed until its steps are timed): < 0 measures
+  // it at start, 0 announces none.
+  double read_gbs = -1;
   std::string fault;        // test aids: "lie=P", "slow=MS" (net/worker_fault.h)
   uint64_t fault_seed = 0;  // the fault's coin; 0 draws one
 };

@@ -33,6 +33,11 @@ const DEMO = path.join(SRC, 'models', 'demo');
 const TOKEN = 'lend-test-secret';
 const THREADS = 2;                       // the tab's and the native worker's, for a fair speed comparison
 const PROMPT = 'In the beginning';
+// A native worker standing by announces no read bandwidth: placement weighs
+// workers by speed (docs/NETWORK.md), and an untimed native worker's
+// announced bandwidth would otherwise put it ahead of the tab these parts
+// need the generation on; unannounced, it ties with the tab and sorts after.
+const STANDBY = ['--read-gbs', '0'];
 const JOIN_MS = 180000;                  // fetch + compile the WASM, download and check the model
 
 const isLoopback = (u) => {
@@ -249,7 +254,7 @@ async function partFrozen(browser, errors, blocked) {
   const context = await newContext(browser, blocked);
   const page = await openLend(context, serve.url, `token=${TOKEN}&threads=${THREADS}`, errors);
   const tab = await joinedTab(serve, page);
-  const standby = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', '--token', TOKEN,
+  const standby = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', ...STANDBY, '--token', TOKEN,
                                           '--threads', String(THREADS)]);
   await waitWorkers(serve, 2, { ids: [tab.id, 'zz-standby'], model: 'demo' });
   const cdp = await context.newCDPSession(page);
@@ -377,7 +382,7 @@ await main('web lend', async () => {
     const tabRate = await decodeSpeed(serve);
     await partPipeline(context, errors);
 
-    const native = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', '--token', TOKEN,
+    const native = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', ...STANDBY, '--token', TOKEN,
                                            '--threads', String(THREADS)]);
     await waitWorkers(serve, 2, { model: 'demo' });
     await partFailover(serve, page, tabId, 'zz-standby');

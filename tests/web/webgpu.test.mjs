@@ -51,6 +51,9 @@ const DEVICE_FILE = path.join(SRC, 'tests', 'kernels', 'devices', 'swiftshader.j
 const WASM_DIR = process.env.BONFIRE_WASM_DIR || path.join(path.dirname(BIN), 'wasm');
 const DEMO = path.join(SRC, 'models', 'demo');
 const PROMPT = 'Once upon a time';
+// The native worker standing by in part g announces no read bandwidth (see
+// tests/web/lend.test.mjs), so the generation starts on the tab's GPU.
+const STANDBY = ['--read-gbs', '0'];
 const ATOL = 1e-4;
 // BONFIRE_WEBGPU_PARTS=df runs only those parts (for whoever works on one).
 const wanted = (parts) => [...parts].some((p) => (process.env.BONFIRE_WEBGPU_PARTS || 'abcdefg').includes(p));
@@ -329,7 +332,7 @@ async function lentTabParts(browser, serve, tab, token) {
   // g. the device is lost mid-generation, with a native worker standing by:
   // the call fails as a worker fault, the generation fails over with
   // unchanged tokens, and the tab joins again on a fresh device
-  const standby = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', '--token', token,
+  const standby = startWorker(serve.url, ['--model', DEMO, '--id', 'zz-standby', '--no-fetch', ...STANDBY, '--token', token,
                                           '--threads', '1']);
   await waitWorkers(serve, 2, { ids: [joined.id, 'zz-standby'], model: 'demo', headers });
   const want = reference({ prompt: PROMPT, maxTokens: 160, temperature: 0 });
