@@ -99,8 +99,8 @@ std::vector<std::pair<int64_t, int64_t>> cut_layers(const std::vector<int64_t>& 
       throw too_large(i, "would start with layer " + std::to_string(first) + ", which alone needs " +
                              size_text(layer_bytes[first]) + " and its worker holds " + size_text(slots[i].capacity));
     if (best < 0)
-      throw too_large(i, "cannot leave the later stages' workers (" + size_text(room_after[i]) +
-                             ") few enough of the layers from " + std::to_string(first + 1) + " on");
+      throw too_large(i, "cannot hold enough of the layers from " + std::to_string(first) +
+                             " on for the rest to fit the later stages' workers (" + size_text(room_after[i]) + ")");
     out.push_back({first, best});
     first = best;
   }
