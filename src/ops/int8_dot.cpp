@@ -103,24 +103,53 @@ float DotQ4(const BlockQ4_0* w, const ActBlock* x, int64_t nb) {
   return HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
+// UnpackQ6K for one half of a super-block, in registers: y[k] holds the
+// half's elements 32k..32k+31 as signed bytes (q - 32). (The byte-by-byte
+// unpack into memory took most of a q6_k product's time: 11-24 GB/s in a
+// Q4_K_M decode profile.) Shifts are 16-bit, so each result is masked to the
+// bits its own byte supplies.
+HWY_INLINE void UnpackQ6KHalf(const uint8_t* ql, const uint8_t* qh, __m256i* y) {
+  const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+  const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
+  const __m256i k32 = _mm256_set1_epi8(32);
+  y[0] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)), k32);
+  y[1] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)), k32);
+  y[2] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30)), k32);
+  y[3] = _mm256_sub_epi8(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)),
+      k32);
+}
+
 // Per 32 activations: 8 int32 lanes, lanes 0-3 the first 16 products (one
 // q6_k scale), lanes 4-7 the next 16 (the next scale).
+// The super-block's 16 scales are widened once (d * scale, as f32); block b
+// takes its pair with one permute: lanes 0-3 scale 2b, lanes 4-7 scale 2b + 1.
 float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
-  __m256 acc = _mm256_setzero_ps();
-  alignas(32) int8_t q[256];
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    UnpackQ6K(w[sb], q);
-    const float d = HalfScale(w[sb].d);
+    const __m256 d = _mm256_set1_ps(HalfScale(w[sb].d));
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[sb].scales));
+    const __m256 scales[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))),
+                              _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))))};
     const ActBlock* xb = x + sb * 8;
-    for (int b = 0; b < 8; ++b) {
-      const __m256 p = DotBytes(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * b)),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs)));
-      const float s = d * xb[b].d;
-      const __m256 scale = _mm256_setr_m128(_mm_set1_ps(s * w[sb].scales[2 * b]), _mm_set1_ps(s * w[sb].scales[2 * b + 1]));
-      acc = _mm256_fmadd_ps(p, scale, acc);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      __m256i y[4];
+      UnpackQ6KHalf(w[sb].ql + 64 * half, w[sb].qh + 32 * half, y);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const int b = 4 * half + k;
+        const __m256 p = DotBytes(y[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs)));
+        const __m256i pair = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
+        const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(scales[half], pair), _mm256_set1_ps(xb[b].d));
+        if (k % 2) acc1 = _mm256_fmadd_ps(p, scale, acc1);
+        else acc0 = _mm256_fmadd_ps(p, scale, acc0);
+      }
     }
   }
-  return HorizontalSum(acc);
+  return HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
 // q4_k and q5_k: per sub-block j of 32 values, d * sc_j * sum q x over the
