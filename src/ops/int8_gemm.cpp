@@ -251,8 +251,8 @@ HWY_INLINE void Store(const __m512* acc, float* out, int64_t ldo, const float* b
 // kFirstPass: the panels come from memory, not cache. The hardware
 // prefetchers then fall behind while the core computes (4 rows took 1.5x one
 // row's time on Zen 5; 1.1x with the prefetches), and a later pass over the
-// same panels finds them in cache and would only pay for the hints. 8 rows
-// keep the load ports so busy (8 activation broadcasts per weight register)
+// same panels finds them in cache and would only pay for the hints. 5 to 8
+// rows keep the load ports so busy (8 activation broadcasts per weight register)
 // that the L1 prefetches alone still left them at 1.4-1.6x one row's time
 // (ops_bench q8_0); prefetching kFarBlocks ahead into L2 as well took that
 // to 1.0-1.3x, and a batched 8-row decode step of the 1.1B bench model from
@@ -279,9 +279,11 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
 #pragma GCC unroll 8
         for (int l = 0; l < kBlock; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(panels[p].scales + (b + kPrefetchBlocks) * kLanes), _MM_HINT_T0);
-        const char* far = reinterpret_cast<const char*>(panels[p].bytes) + (b + kFarBlocks) * kBlock;
+        if constexpr (MR > 4) {  // a decode row or a few: the hints only cost (1 row 257-264 µs with, 232-258 without)
+          const char* far = reinterpret_cast<const char*>(panels[p].bytes) + (b + kFarBlocks) * kBlock;
 #pragma GCC unroll 8
-        for (int l = 0; l < kBlock; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
+          for (int l = 0; l < kBlock; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
+        }
       }
       const __m512 dw = _mm512_load_ps(panels[p].scales + b * kLanes);
       if (kNibbles) {
