@@ -123,9 +123,9 @@ HWY_INLINE void UnpackQ6KHalf(const uint8_t* ql, const uint8_t* qh, __m256i* y) 
 }
 
 // Per 32 activations: 8 int32 lanes, lanes 0-3 the first 16 products (one
-// q6_k scale), lanes 4-7 the next 16 (the next scale).
-// The super-block's 16 scales are widened once (d * scale, as f32); block b
-// takes its pair with one permute: lanes 0-3 scale 2b, lanes 4-7 scale 2b + 1.
+// q6_k scale), lanes 4-7 the next 16 (the next scale). The super-block's 16
+// scales are widened once (d * scale, as f32), and block b takes its pair
+// with one permute.
 float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
