@@ -233,10 +233,13 @@ int bench_generate(const BenchGenerateOptions& o) {
     prefill_tps += o.prefill * 1000.0 / g.prefill_ms / o.reps;
     decode_tps += (g.tokens.size() - 1) * 1000.0 / g.decode_ms / o.reps;
   }
+  const double bytes = decode_bytes(*model);
+  // Serve opens the model again: the in-process copy (its repacked panels,
+  // its caches) goes first, so the two paths do not share the memory.
+  model.reset();
   NetworkFigures network;
   if (o.network) network = bench_network(o, req);
   const double bandwidth = measure_read_bandwidth();
-  const double bytes = decode_bytes(*model);
   json ref = o.reference ? run_reference(o) : json{{"error", "not run (--no-reference)"}};
 
   const bool have_ref = ref.contains("decode_tps");
