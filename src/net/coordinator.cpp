@@ -244,10 +244,14 @@ double RemoteWorker::measured_gbs() const {
 }
 
 json RemoteWorker::speed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return {{"measuredGBs", speed_samples_ >= kSpeedSamples ? std::round(speed_gbs_ * 1000) / 1000 : 0.0},
-          {"samples", speed_samples_},
-          {"announcedGBs", info_.device.value("readGBs", 0.0)}};
+  int64_t samples;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    samples = speed_samples_;
+  }
+  return {{"measuredGBs", std::round(measured_gbs() * 1000) / 1000},
+          {"samples", samples},
+          {"announcedGBs", announced_gbs()}};
 }
 
 bool RemoteWorker::has_graph(const std::string& key) {

@@ -92,6 +92,8 @@ class RemoteWorker {
   static constexpr int64_t kSpeedSamples = 2;
   void note_speed(int64_t bytes, double ms);
   double measured_gbs() const;
+  // Hello "device.readGBs" (0: none); the device never changes.
+  double announced_gbs() const { return info_.device.value("readGBs", 0.0); }
   nlohmann::json speed() const;  // {"measuredGBs", "samples", "announcedGBs"}
   int64_t calls() const { return calls_; }
   // Generation steps answered (a batched call's rows each count).

@@ -33,15 +33,18 @@ struct LocalLink::Pipe {
       std::lock_guard<std::mutex> lock(mu);
       deliver = in.on_message;
     }
+    std::string failure;
     while (true) {
       Message m;
       {
+        // Stopping and the emptiness check under one lock: a message sent
+        // in between would otherwise wait for a deliverer that has left.
         std::lock_guard<std::mutex> lock(mu);
-        if (closed || in.queue.empty()) {
+        if (closed || in.queue.empty() || !failure.empty()) {
           in.queue.clear();
           in.delivering = false;
           idle.notify_all();
-          return;
+          break;
         }
         m = std::move(in.queue.front());
         in.queue.pop_front();
@@ -49,15 +52,10 @@ struct LocalLink::Pipe {
       try {
         deliver(std::move(m));
       } catch (const std::exception& e) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          in.delivering = false;
-          idle.notify_all();
-        }
-        close_both(std::string("a message handler failed: ") + e.what());
-        return;
+        failure = std::string("a message handler failed: ") + e.what();
       }
     }
+    if (!failure.empty()) close_both(failure);
   }
 
   void close_both(const std::string& why) {

@@ -116,6 +116,7 @@ class PipelineRun {
 
   struct Stage {
     int64_t first = 0, end = 0;
+    int64_t weight_bytes = 0;  // what its decode step reads: the worker's speed is this over the call
     std::shared_ptr<RemoteWorker> worker;
     std::string session;
     std::optional<StepScheduler::Member> member;  // while decoding there
@@ -155,7 +156,7 @@ class PipelineRun {
     // Each holder's speed (net/placement.h): measured on its decode steps,
     // else guessed from what it announced.
     std::vector<SpeedEvidence> evidence;
-    for (const auto& w : holders) evidence.push_back({w->measured_gbs(), w->info().device.value("readGBs", 0.0)});
+    for (const auto& w : holders) evidence.push_back({w->measured_gbs(), w->announced_gbs()});
     const std::vector<double> speeds = placement_speeds(evidence);
     // Least expected wait first: the work ahead of a new sequence (the calls
     // in flight, and the sequences decoding or waiting in the worker's
@@ -181,6 +182,7 @@ class PipelineRun {
       Stage s;
       s.first = ranges[i].first;
       s.end = ranges[i].second;
+      s.weight_bytes = m_.stage_bytes(s.first, s.end, true);
       s.session = random_session_id("g");
       // The stage's graph decides which workers qualify (features).
       const auto g = m_.step_graph(s.first, s.end, "decode", 1, sample_);
@@ -249,7 +251,7 @@ class PipelineRun {
       c.bind = {{"pos", pos}, {"step", step}};
       if (si + 1 == stages_.size()) c.bind.update(ServedModel::sample_bind(sample_));
       c.tokens = T;
-      c.bytes = m_.stage_bytes(s.first, s.end, true);
+      c.bytes = s.weight_bytes;
       c.batchable = step > 0 && T == 1 && !g->key.empty();
       c.alone = alone_;
       c.inputs["in:tokens"] = ids;

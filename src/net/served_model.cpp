@@ -118,8 +118,9 @@ std::vector<std::pair<int64_t, int64_t>> ServedModel::plan_stages(const std::vec
     int64_t have = 0;
     for (const auto& w : workers) {
       if (have >= need) break;
-      slots.push_back({w.speed, w.capacity * 9 / 10});
-      have += w.capacity * 9 / 10;
+      const int64_t room = w.capacity * 9 / 10;
+      slots.push_back({w.speed, room});
+      have += room;
     }
     if (have < need)
       throw Error(ErrorCode::TooLarge, "model " + id() + " needs " + std::to_string(need >> 20) +

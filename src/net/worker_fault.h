@@ -33,7 +33,6 @@ class WorkerFault {
   // "slow=MS", joined by a comma. Throws Error(BadGraph) naming what is
   // wrong. `seed` fixes the coin (tests).
   WorkerFault(const std::string& spec, uint64_t seed);
-  bool lies() const { return p_ > 0; }
   double slow_ms() const { return slow_ms_; }
 
   // Tosses the coin for one call (thread-safe).
