@@ -1,6 +1,7 @@
 #include "core/bandwidth.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <vector>
 
@@ -11,7 +12,9 @@ namespace bonfire {
 double measure_read_bandwidth(int64_t bytes, int reps) {
   std::vector<uint64_t> buf(static_cast<size_t>(bytes / 8));
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
-  volatile uint64_t sink = 0;
+  // Each chunk's sum goes here so the reads are not optimized away; atomic,
+  // since every thread of the pool adds to it.
+  std::atomic<uint64_t> sink{0};
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -25,7 +28,7 @@ double measure_read_bandwidth(int64_t bytes, int reps) {
         s3 += buf[i + 3];
       }
       for (; i < e; ++i) s0 += buf[i];
-      sink = sink + s0 + s1 + s2 + s3;
+      sink.fetch_add(s0 + s1 + s2 + s3, std::memory_order_relaxed);
     });
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
