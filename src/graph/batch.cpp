@@ -1,6 +1,7 @@
 #include "graph/batch.h"
 
 #include <chrono>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/threads.h"
@@ -186,6 +187,7 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       pool.give(one[n]);
     }
   };
+  std::mutex pool_mu;              // rows running side by side take their outputs from `pool`
   std::vector<Tensor> inputs_tmp;  // stacked copies of per-row inputs, for this node only
   int64_t nodes_once = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -242,9 +244,14 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
         }
         Tensor& out = per_row[i][r];
         const detail::Planned& p = plan[r][i];
-        // From the running thread's own pool; release() later gives the
-        // buffer to this call's pool, which any buffer may join.
-        detail::prepare_output(node, p.out, in, out, &detail::thread_buffer_pool());
+        // From this call's pool, which release() gives every buffer back to:
+        // taken from the running thread's own pool instead, a helper thread
+        // found its pool empty every time, and the fresh buffers' page
+        // faults cost a served 8-row step milliseconds.
+        {
+          std::lock_guard<std::mutex> lock(pool_mu);
+          detail::prepare_output(node, p.out, in, out, &pool);
+        }
         try {
           detail::run_node(node, in, p.params, out);
         } catch (Error& e) {

@@ -116,7 +116,10 @@ struct Candidate {
   bool operator<(const Candidate& o) const { return weight != o.weight ? weight > o.weight : id < o.id; }
 };
 
-// Per-thread buffers, sized V once.
+// Per-thread buffers, kept between calls: sized afresh every call they
+// were 768 KB a row for a 32000-token vocabulary, which malloc maps and
+// unmaps, and the page faults of touching them again cost a batched
+// decode step more than the draws themselves.
 struct Scratch {
   std::vector<float> logits;
   std::vector<int32_t> idx;
@@ -244,9 +247,9 @@ void run_sample(const OpInputs& in, const Params& p, Tensor& out) {
 
   float* o = out.f32();
   parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
-    Scratch s;
-    s.logits.resize(V);
-    if (c.temperature > 0) {
+    thread_local Scratch s;
+    if (static_cast<int64_t>(s.logits.size()) < V) s.logits.resize(V);
+    if (c.temperature > 0 && static_cast<int64_t>(s.idx.size()) < V) {
       s.idx.resize(V);
       s.candidates.resize(V);
     }
