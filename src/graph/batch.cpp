@@ -92,9 +92,11 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
   };
 
   // Pass 1: each row planned as its own call would be. Nothing is written.
-  int64_t total_bytes = 0;
+  // Row 0 first; the others, side by side, copy what they share with it.
+  std::vector<int64_t> row_bytes(B, 0);
+  std::vector<std::exception_ptr> row_error(B);
   std::vector<std::vector<detail::Planned>> plan(B);
-  for (size_t r = 0; r < B; ++r) {
+  auto plan_row = [&](size_t r) {
     const detail::ExternalDesc desc = [&](const Ref& ref, const std::string& node) -> TensorDesc {
       switch (ref.kind) {
         case Ref::Input: {
@@ -109,11 +111,24 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       return {};
     };
     try {
-      plan[r] = detail::plan_nodes(g, rows[r].bind, desc, limits, &total_bytes);
+      plan[r] = detail::plan_nodes(g, rows[r].bind, desc, limits, &row_bytes[r], r > 0 ? &plan[0] : nullptr);
     } catch (Error& e) {
-      throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
+      row_error[r] = std::make_exception_ptr(Error(e.code, row_prefix(r) + e.what(), e.node, e.feature));
+    } catch (...) {
+      row_error[r] = std::current_exception();
     }
-  }
+  };
+  plan_row(0);
+  if (row_error[0]) std::rethrow_exception(row_error[0]);
+  parallel_for(static_cast<int64_t>(B) - 1, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) plan_row(static_cast<size_t>(r) + 1);
+  });
+  for (size_t r = 1; r < B; ++r)
+    if (row_error[r]) std::rethrow_exception(row_error[r]);
+  int64_t total_bytes = 0;
+  for (int64_t b : row_bytes) total_bytes += b;
+  if (total_bytes > limits.max_total_bytes)
+    too_large("the batched call would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
   for (const auto& o : g.outputs)
     if (o.kind != Ref::Node && o.kind != Ref::Input) bad_graph("a batched call's outputs must be node values");
   for (const auto& [k, ref] : g.retain)

@@ -33,6 +33,7 @@ void profile_node(const GraphNode& node, const OpInputs& in, std::chrono::steady
 }
 
 Params bind_params(const GraphNode& node, const json& bind) {
+  if (node.exprs.empty()) return node.literal;
   json p = node.params;
   const Expr::Lookup lookup = [&](const std::string& name) -> std::optional<json> {
     if (bind.contains(name)) return bind[name];
@@ -79,19 +80,38 @@ BufferPool& thread_buffer_pool() {
 }
 
 std::vector<Planned> plan_nodes(const Graph& g, const json& bind, const ExternalDesc& external, const Limits& limits,
-                                int64_t* total_bytes) {
+                                int64_t* total_bytes, const std::vector<Planned>* like) {
+  auto same_desc = [](const TensorDesc& a, const TensorDesc& b) { return a.dtype == b.dtype && a.shape == b.shape; };
   std::vector<Planned> plan(g.nodes.size());
+  std::vector<TensorDesc> in;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     try {
+      in.clear();
+      for (const Ref& r : node.in) in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id));
+      // The other row's plan holds when nothing here differs from it: the
+      // same params (no expressions) over the same nodes' values, described
+      // the same way. A session's tensor may differ between rows: a node
+      // reading one is planned afresh.
+      if (like && node.exprs.empty()) {
+        bool same = true;
+        for (size_t k = 0; k < node.in.size() && same; ++k)
+          same = node.in[k].kind == Ref::Node ? same_desc(in[k], (*like)[node.in[k].node].out)
+                                              : node.in[k].kind != Ref::Session;
+        if (same) {
+          plan[i] = (*like)[i];
+          if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) *total_bytes += plan[i].out.numel() * 4;
+          if (*total_bytes > limits.max_total_bytes)
+            too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+          continue;
+        }
+      }
       plan[i].params = bind_params(node, bind);
-      std::vector<TensorDesc> in;
       for (size_t k = 0; k < node.in.size(); ++k) {
         const Ref& r = node.in[k];
-        in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id));
-        if (in.back().dtype != DType::F32 && !node.op->accepts_packed((int)k))
+        if (in[k].dtype != DType::F32 && !node.op->accepts_packed((int)k))
           bad_graph("input " + std::to_string(k) + " (\"" + r.text() + "\") is a packed " +
-                    dtype_name(in.back().dtype) + " weight; op " + node.op->name + " needs f32 there");
+                    dtype_name(in[k].dtype) + " weight; op " + node.op->name + " needs f32 there");
         if ((int)k == node.op->mutates_input || node.op->writes((int)k, plan[i].params, node.in.size())) {
           if (r.kind == Ref::Weight)
             bad_graph("op " + node.op->name + " writes its input " + std::to_string(k) + " in place; \"" + r.text() +

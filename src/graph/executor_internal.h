@@ -57,9 +57,11 @@ void prepare_output(const GraphNode& node, const TensorDesc& desc, const OpInput
 
 // Pass 1: binds every node's params, infers and checks its output shape and
 // the limits, adding the f32 bytes it allocates to `*total_bytes`. Nothing
-// is written.
+// is written. `like`, when given, is the plan of another row of the same
+// batched call (the same inputs and weights, another bind and session): a
+// node it already planned the same way is copied from it, not planned again.
 std::vector<Planned> plan_nodes(const Graph& g, const nlohmann::json& bind, const ExternalDesc& external,
-                                const Limits& limits, int64_t* total_bytes);
+                                const Limits& limits, int64_t* total_bytes, const std::vector<Planned>* like = nullptr);
 
 // When each node's value may go back to the pool: after node last_use[i]
 // reads it (-1: nothing does), unless it is pinned (an output or retained).

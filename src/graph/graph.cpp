@@ -96,6 +96,7 @@ void parse_params(const json& jp, GraphNode& node, std::set<std::string>& bind_n
                        std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == def.name; });
     if (!given) bad_graph("op " + op.name + " needs param \"" + def.name + "\"", node.id);
   }
+  node.literal = Params(node.params);
 }
 
 void add_features(const GraphNode& node, std::set<std::string>& out) {

@@ -32,6 +32,7 @@ struct GraphNode {
   std::vector<Ref> in;
   nlohmann::json params;                            // literal values
   std::vector<std::pair<std::string, Expr>> exprs;  // number params written as expressions
+  Params literal;  // `params` as every call binds them when there are no exprs
 };
 
 struct Graph {

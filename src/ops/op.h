@@ -6,6 +6,7 @@
 // they are not in the manifest and each is routed by its own `ext.` feature.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -43,25 +44,31 @@ struct FeatureDef {
 
 // A node's params after bind expressions were evaluated: every number-typed
 // param is a JSON number here. Defaults live in the op code, as the manifest
-// states them.
+// states them. Immutable and shared: a copy costs a reference count, so a
+// node without expressions hands every call (and every row of a batched
+// call) the same params instead of a fresh JSON object each.
 class Params {
  public:
-  Params() : j_(json::object()) {}
-  explicit Params(json j) : j_(std::move(j)) {}
-  bool has(const char* k) const { return j_.contains(k) && !j_[k].is_null(); }
-  double num(const char* k) const { return j_.at(k).get<double>(); }
+  Params() : j_(empty()) {}
+  explicit Params(json j) : j_(std::make_shared<const json>(std::move(j))) {}
+  bool has(const char* k) const { return j_->contains(k) && !(*j_)[k].is_null(); }
+  double num(const char* k) const { return j_->at(k).get<double>(); }
   double num(const char* k, double dflt) const { return has(k) ? num(k) : dflt; }
   int64_t int_(const char* k) const;  // a number that must be integral
   int64_t int_(const char* k, int64_t dflt) const { return has(k) ? int_(k) : dflt; }
-  bool flag(const char* k, bool dflt) const { return has(k) ? j_.at(k).get<bool>() : dflt; }
+  bool flag(const char* k, bool dflt) const { return has(k) ? j_->at(k).get<bool>() : dflt; }
   std::string str(const char* k, const std::string& dflt) const {
-    return has(k) ? j_.at(k).get<std::string>() : dflt;
+    return has(k) ? j_->at(k).get<std::string>() : dflt;
   }
-  const json* get(const char* k) const { return has(k) ? &j_.at(k) : nullptr; }
-  const json& all() const { return j_; }
+  const json* get(const char* k) const { return has(k) ? &j_->at(k) : nullptr; }
+  const json& all() const { return *j_; }
 
  private:
-  json j_;
+  static const std::shared_ptr<const json>& empty() {
+    static const std::shared_ptr<const json> e = std::make_shared<const json>(json::object());
+    return e;
+  }
+  std::shared_ptr<const json> j_;
 };
 
 // Inputs as the compute function sees them. Only the inputs an op declares in
