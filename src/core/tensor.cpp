@@ -34,9 +34,12 @@ Tensor Tensor::empty(const Shape& shape) {
   return t;
 }
 
+namespace {
+constexpr size_t kLazyZeroBytes = size_t{1} << 20;  // Tensor::zeros maps these lazily
+}  // namespace
+
 Tensor Tensor::zeros(const Shape& shape) {
   const size_t bytes = std::max<int64_t>(1, shape_numel(shape)) * sizeof(float);
-  constexpr size_t kLazyZeroBytes = size_t{1} << 20;
   if (bytes >= kLazyZeroBytes) {
     // Fresh pages from the kernel read as zero and cost nothing until
     // written: a session's KV cache (hundreds of MB at a long context) is
@@ -53,6 +56,23 @@ Tensor Tensor::zeros(const Shape& shape) {
   Tensor t = empty(shape);
   std::memset(t.data, 0, bytes);
   return t;
+}
+
+void Tensor::prepare_write(int64_t at, int64_t bytes) const {
+#ifdef MADV_POPULATE_WRITE
+  constexpr int64_t kStretch = int64_t{64} << 10;
+  const int64_t total = nbytes();
+  if (!owner || data != owner.get() || static_cast<size_t>(total) < kLazyZeroBytes || bytes <= 0) return;
+  const int64_t first = at / kStretch, last = (at + bytes - 1) / kStretch;
+  if (first == last && at % kStretch != 0) return;  // inside a stretch an earlier write prepared
+  const auto base = reinterpret_cast<uintptr_t>(data);
+  const int64_t from = first * kStretch, to = std::min(total, (last + 1) * kStretch);
+  const uintptr_t page = 4096, start = (base + from) & ~(page - 1);
+  madvise(reinterpret_cast<void*>(start), base + to - start, MADV_POPULATE_WRITE);  // a failure only costs the faults
+#else
+  (void)at;
+  (void)bytes;
+#endif
 }
 
 Tensor Tensor::view(DType dtype, const Shape& shape, void* data, std::shared_ptr<void> owner) {

@@ -237,7 +237,9 @@ Shape infer_cache_write(const std::vector<TensorDesc>& in, const Params& p) {
 
 void run_cache_write(const OpInputs& in, const Params& p, Tensor& out) {
   const int64_t offset = p.int_("offset");
-  std::memcpy(out.f32() + offset * out.cols(), in[1]->f32(), in[1]->numel() * sizeof(float));
+  const int64_t bytes = in[1]->numel() * static_cast<int64_t>(sizeof(float));
+  out.prepare_write(offset * out.cols() * static_cast<int64_t>(sizeof(float)), bytes);
+  std::memcpy(out.f32() + offset * out.cols(), in[1]->f32(), bytes);
 }
 
 OpDef def(const char* name, int min_in, int max_in, Shape (*infer)(const std::vector<TensorDesc>&, const Params&),
