@@ -83,29 +83,34 @@ std::vector<Planned> plan_nodes(const Graph& g, const json& bind, const External
                                 int64_t* total_bytes, const std::vector<Planned>* like) {
   auto same_desc = [](const TensorDesc& a, const TensorDesc& b) { return a.dtype == b.dtype && a.shape == b.shape; };
   std::vector<Planned> plan(g.nodes.size());
+  auto count_bytes = [&](const GraphNode& node, const Planned& p) {
+    if (node.op->mutates_input < 0 && p.out.dtype == DType::F32) *total_bytes += p.out.numel() * 4;
+    if (*total_bytes > limits.max_total_bytes)
+      too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+  };
   std::vector<TensorDesc> in;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     try {
-      in.clear();
-      for (const Ref& r : node.in) in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id));
       // The other row's plan holds when nothing here differs from it: the
       // same params (no expressions) over the same nodes' values, described
-      // the same way. A session's tensor may differ between rows: a node
-      // reading one is planned afresh.
+      // the same way (inputs and weights are the same for every row). A
+      // session's tensor may differ between rows: a node reading one is
+      // planned afresh.
       if (like && node.exprs.empty()) {
         bool same = true;
-        for (size_t k = 0; k < node.in.size() && same; ++k)
-          same = node.in[k].kind == Ref::Node ? same_desc(in[k], (*like)[node.in[k].node].out)
-                                              : node.in[k].kind != Ref::Session;
+        for (size_t k = 0; k < node.in.size() && same; ++k) {
+          const Ref& r = node.in[k];
+          same = r.kind == Ref::Node ? same_desc(plan[r.node].out, (*like)[r.node].out) : r.kind != Ref::Session;
+        }
         if (same) {
           plan[i] = (*like)[i];
-          if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) *total_bytes += plan[i].out.numel() * 4;
-          if (*total_bytes > limits.max_total_bytes)
-            too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+          count_bytes(node, plan[i]);
           continue;
         }
       }
+      in.clear();
+      for (const Ref& r : node.in) in.push_back(r.kind == Ref::Node ? plan[r.node].out : external(r, node.id));
       plan[i].params = bind_params(node, bind);
       for (size_t k = 0; k < node.in.size(); ++k) {
         const Ref& r = node.in[k];
@@ -124,9 +129,7 @@ std::vector<Planned> plan_nodes(const Graph& g, const json& bind, const External
         too_large("the output " + shape_str(out) + " is over the limit of " +
                   std::to_string(limits.max_tensor_elements) + " elements per tensor");
       plan[i].out = {node.op->out_dtype ? node.op->out_dtype(in, plan[i].params) : DType::F32, out};
-      if (node.op->mutates_input < 0 && plan[i].out.dtype == DType::F32) *total_bytes += plan[i].out.numel() * 4;
-      if (*total_bytes > limits.max_total_bytes)
-        too_large("the graph would allocate over " + std::to_string(limits.max_total_bytes) + " bytes");
+      count_bytes(node, plan[i]);
     } catch (Error& e) {
       if (e.node.empty()) e.node = node.id;
       throw;
