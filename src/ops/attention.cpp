@@ -18,9 +18,9 @@ namespace {
 
 // dflt < 0: the param is required.
 int64_t positive_int(const Params& p, const char* name, int64_t dflt) {
-  check(dflt >= 0 || p.has(name), std::string("param ") + name + " is required");
+  check(dflt >= 0 || p.has(name), [&] { return std::string("param ") + name + " is required"; });
   const int64_t v = p.int_(name, dflt);
-  check(v > 0, std::string("param ") + name + " must be a positive integer, got " + std::to_string(v));
+  check(v > 0, [&] { return std::string("param ") + name + " must be a positive integer, got " + std::to_string(v); });
   return v;
 }
 
@@ -61,8 +61,10 @@ AttnConfig parse_config(const Params& p) {
   c.head_dim = positive_int(p, "headDim", -1);
   c.kv_heads = positive_int(p, "kvHeads", c.heads);
   c.v_head_dim = positive_int(p, "vHeadDim", c.head_dim);
-  check(c.heads % c.kv_heads == 0, "param heads (" + std::to_string(c.heads) +
-                                       ") must be a multiple of param kvHeads (" + std::to_string(c.kv_heads) + ")");
+  check(c.heads % c.kv_heads == 0, [&] {
+    return "param heads (" + std::to_string(c.heads) + ") must be a multiple of param kvHeads (" +
+           std::to_string(c.kv_heads) + ")";
+  });
   c.causal = p.flag("causal", true);
   c.pos_offset = p.int_("posOffset", 0);
   const double scale = p.num("scale", 1.0 / std::sqrt((double)c.head_dim));
@@ -75,11 +77,12 @@ AttnConfig parse_config(const Params& p) {
   }
   if (p.has("window")) {
     c.window = p.int_("window");
-    check(c.window > 0, "param window must be a positive integer, got " + std::to_string(c.window));
+    check(c.window > 0, [&] { return "param window must be a positive integer, got " + std::to_string(c.window); });
   }
   if (const json* a = p.get("alibiSlopes")) {
-    check(a->is_array() && (int64_t)a->size() == c.heads,
-          "param alibiSlopes must be an array of " + std::to_string(c.heads) + " numbers (one per head)");
+    check(a->is_array() && (int64_t)a->size() == c.heads, [&] {
+      return "param alibiSlopes must be an array of " + std::to_string(c.heads) + " numbers (one per head)";
+    });
     for (const auto& v : *a) {
       check(v.is_number() && std::isfinite(v.get<double>()), "param alibiSlopes must hold finite numbers only");
       c.slopes.push_back((float)v.get<double>());
@@ -99,26 +102,34 @@ Shape infer_attention(const std::vector<TensorDesc>& in, const Params& p) {
   for (size_t i = 0; i < in.size() && i < 4; ++i) check_f32(in, i, names[i]);
   const AttnConfig c = parse_config(p);
   for (size_t i = 0; i < 3; ++i)
-    check(in[i].shape.size() == 2,
-          std::string(names[i]) + " must have rank 2 (rows, heads*headDim), got " + shape_str(in[i].shape));
+    check(in[i].shape.size() == 2, [&] {
+      return std::string(names[i]) + " must have rank 2 (rows, heads*headDim), got " + shape_str(in[i].shape);
+    });
   const int64_t T = in[0].shape[0], S = in[1].shape[0];
   auto width = [](int64_t h, int64_t d, const char* what) {
     return std::to_string(h * d) + " (" + what + ")";
   };
-  check(in[0].shape[1] == c.heads * c.head_dim,
-        "q must be " + width(c.heads, c.head_dim, "heads*headDim") + " wide, got " + shape_str(in[0].shape));
-  check(in[1].shape[1] == c.kv_heads * c.head_dim,
-        "k must be " + width(c.kv_heads, c.head_dim, "kvHeads*headDim") + " wide, got " + shape_str(in[1].shape));
-  check(in[2].shape[1] == c.kv_heads * c.v_head_dim,
-        "v must be " + width(c.kv_heads, c.v_head_dim, "kvHeads*vHeadDim") + " wide, got " + shape_str(in[2].shape));
-  check(in[2].shape[0] == S, "k and v must have the same number of rows, got " + shape_str(in[1].shape) + " and " +
-                                 shape_str(in[2].shape));
+  check(in[0].shape[1] == c.heads * c.head_dim, [&] {
+    return "q must be " + width(c.heads, c.head_dim, "heads*headDim") + " wide, got " + shape_str(in[0].shape);
+  });
+  check(in[1].shape[1] == c.kv_heads * c.head_dim, [&] {
+    return "k must be " + width(c.kv_heads, c.head_dim, "kvHeads*headDim") + " wide, got " + shape_str(in[1].shape);
+  });
+  check(in[2].shape[1] == c.kv_heads * c.v_head_dim, [&] {
+    return "v must be " + width(c.kv_heads, c.v_head_dim, "kvHeads*vHeadDim") + " wide, got " + shape_str(in[2].shape);
+  });
+  check(in[2].shape[0] == S, [&] {
+    return "k and v must have the same number of rows, got " + shape_str(in[1].shape) + " and " +
+           shape_str(in[2].shape);
+  });
   if (in.size() > 3) {
     const Shape& b = in[3].shape;
     const bool ok = (b.size() == 2 && b[0] == T && b[1] == S) ||
                     (b.size() == 3 && b[0] == c.heads && b[1] == T && b[2] == S);
-    check(ok, "bias must be [T, S] = " + shape_str({T, S}) + " or [heads, T, S] = " + shape_str({c.heads, T, S}) +
-                  ", got " + shape_str(b));
+    check(ok, [&] {
+      return "bias must be [T, S] = " + shape_str({T, S}) + " or [heads, T, S] = " + shape_str({c.heads, T, S}) +
+             ", got " + shape_str(b);
+    });
   }
   return {T, c.heads * c.v_head_dim};
 }

@@ -29,18 +29,19 @@ void depthwise_causal(const float* state, const float* x, const float* w, int64_
 
 void check_conv_weight(const TensorDesc& w, int64_t C, const char* what) {
   check(w.shape.size() == 3 && w.shape[0] == C && w.shape[1] == 1 && w.shape[2] >= 1,
-        std::string(what) + " must be [" + std::to_string(C) + ", 1, K], got " + shape_str(w.shape));
+        [&] { return std::string(what) + " must be [" + std::to_string(C) + ", 1, K], got " + shape_str(w.shape); });
 }
 
 void check_state(const TensorDesc& s, int64_t K, int64_t C) {
-  check(s.shape.size() == 2 && s.shape[0] == K - 1 && s.shape[1] == C,
-        "state must be [K-1, C] = [" + std::to_string(K - 1) + ", " + std::to_string(C) + "], got " +
-            shape_str(s.shape));
+  check(s.shape.size() == 2 && s.shape[0] == K - 1 && s.shape[1] == C, [&] {
+    return "state must be [K-1, C] = [" + std::to_string(K - 1) + ", " + std::to_string(C) + "], got " +
+           shape_str(s.shape);
+  });
 }
 
 Shape infer_conv1d(const std::vector<TensorDesc>& in, const Params&) {
   for (size_t i = 0; i < 3; ++i) check_f32(in, i, i == 0 ? "x" : i == 1 ? "weight" : "state");
-  check(in[0].shape.size() == 2, "x must be [T, C], got " + shape_str(in[0].shape));
+  check(in[0].shape.size() == 2, [&] { return "x must be [T, C], got " + shape_str(in[0].shape); });
   const int64_t C = in[0].shape[1];
   check_conv_weight(in[1], C, "weight");
   check_state(in[2], in[1].shape[2], C);
@@ -55,12 +56,14 @@ void run_conv1d(const OpInputs& in, const Params&, Tensor& out) {
 Shape infer_short_conv(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 0, "x");
   check_f32(in, 4, "state");
-  check(in[0].shape.size() == 2, "x must be [T, C], got " + shape_str(in[0].shape));
+  check(in[0].shape.size() == 2, [&] { return "x must be [T, C], got " + shape_str(in[0].shape); });
   const int64_t C = in[0].shape[1];
-  check(in[1].shape == Shape{3 * C, C}, "in_proj must be [3C, C] = [" + std::to_string(3 * C) + ", " +
-                                            std::to_string(C) + "], got " + shape_str(in[1].shape));
+  check(in[1].shape == Shape{3 * C, C}, [&] {
+    return "in_proj must be [3C, C] = [" + std::to_string(3 * C) + ", " + std::to_string(C) + "], got " +
+           shape_str(in[1].shape);
+  });
   check_conv_weight(in[2], C, "conv");
-  check(in[3].shape == Shape{C, C}, "out_proj must be [C, C], got " + shape_str(in[3].shape));
+  check(in[3].shape == Shape{C, C}, [&] { return "out_proj must be [C, C], got " + shape_str(in[3].shape); });
   check_state(in[4], in[2].shape[2], C);
   return in[0].shape;
 }

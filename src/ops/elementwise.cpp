@@ -21,8 +21,10 @@ Shape infer_binary(const std::vector<TensorDesc>& in, const Params&) {
   const bool same = a.shape == b.shape;
   const bool row = b.numel() == a.cols() && (b.shape.size() == 1 || (b.shape.size() == 2 && b.shape[0] == 1));
   const bool scalar = b.numel() == 1;
-  check(same || row || scalar, "b " + shape_str(b.shape) + " must have a's shape " + shape_str(a.shape) +
-                                   ", be a row vector of " + std::to_string(a.cols()) + ", or one value");
+  check(same || row || scalar, [&] {
+    return "b " + shape_str(b.shape) + " must have a's shape " + shape_str(a.shape) + ", be a row vector of " +
+           std::to_string(a.cols()) + ", or one value";
+  });
   return a.shape;
 }
 
@@ -113,8 +115,9 @@ void run_softcap(const OpInputs& in, const Params& p, Tensor& out) {
 Shape infer_gated(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 0, "gate");
   check_f32(in, 1, "up");
-  check(in[0].shape == in[1].shape,
-        "gate " + shape_str(in[0].shape) + " and up " + shape_str(in[1].shape) + " must have the same shape");
+  check(in[0].shape == in[1].shape, [&] {
+    return "gate " + shape_str(in[0].shape) + " and up " + shape_str(in[1].shape) + " must have the same shape";
+  });
   return in[0].shape;
 }
 void run_swiglu(const OpInputs& in, const Params&, Tensor& out) {

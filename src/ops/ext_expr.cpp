@@ -135,12 +135,12 @@ std::vector<std::string> string_list(const Params& p, const char* key, bool requ
   std::vector<std::string> out;
   const json* j = p.get(key);
   if (!j) {
-    check(!required, std::string("recurrence needs param \"") + key + "\"");
+    check(!required, [&] { return std::string("recurrence needs param \"") + key + "\""; });
     return out;
   }
-  check(j->is_array(), std::string("param ") + key + " must be an array of strings");
+  check(j->is_array(), [&] { return std::string("param ") + key + " must be an array of strings"; });
   for (const auto& v : *j) {
-    check(v.is_string(), std::string("param ") + key + " must be an array of strings, got " + v.dump());
+    check(v.is_string(), [&] { return std::string("param ") + key + " must be an array of strings, got " + v.dump(); });
     out.push_back(v.get<std::string>());
   }
   return out;
@@ -173,7 +173,7 @@ int slot_of(const std::vector<std::string>& vars, const std::string& n) {
 Program build_program(const Params& p, size_t n_in) {
   Program g;
   const std::string mode = p.str("mode", "step");
-  check(mode == "step" || mode == "init", "mode must be \"step\" or \"init\", got \"" + mode + "\"");
+  check(mode == "step" || mode == "init", [&] { return "mode must be \"step\" or \"init\", got \"" + mode + "\""; });
   g.init_mode = mode == "init";
 
   const json* idx = p.get("index");
@@ -181,14 +181,15 @@ Program build_program(const Params& p, size_t n_in) {
         "param index must be a non-empty array of [name, size] pairs, e.g. [[\"c\", 64]]");
   for (const auto& e : *idx) {
     check(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number(),
-          "param index must be an array of [name, size] pairs, got " + e.dump());
+          [&] { return "param index must be an array of [name, size] pairs, got " + e.dump(); });
     const double sz = e[1].get<double>();
-    check(sz >= 1 && sz == std::floor(sz) && sz <= (double)kMaxWidth,
-          "index size of \"" + e[0].get<std::string>() + "\" must be a positive integer, got " + e[1].dump());
+    check(sz >= 1 && sz == std::floor(sz) && sz <= (double)kMaxWidth, [&] {
+      return "index size of \"" + e[0].get<std::string>() + "\" must be a positive integer, got " + e[1].dump();
+    });
     g.index_names.push_back(e[0].get<std::string>());
     g.index_sizes.push_back((int64_t)sz);
     g.W *= (int64_t)sz;
-    check(g.W <= kMaxWidth, "the index sizes multiply to over " + std::to_string(kMaxWidth));
+    check(g.W <= kMaxWidth, [&] { return "the index sizes multiply to over " + std::to_string(kMaxWidth); });
   }
   const auto inputs = string_list(p, "inputs", false);
   const auto weights = string_list(p, "weights", false);
@@ -201,25 +202,28 @@ Program build_program(const Params& p, size_t n_in) {
   // Input layout.
   const size_t full = g.n_inputs + g.n_weights + g.n_state;
   if (g.init_mode) {
-    check(n_in == full || n_in == g.n_weights + g.n_state,
-          "recurrence (mode init) takes its " + std::to_string(g.n_weights) + " weight(s) then " +
-              std::to_string(g.n_state) + " state tensor(s), optionally after its " + std::to_string(g.n_inputs) +
-              " data input(s): " + std::to_string(g.n_weights + g.n_state) + " or " + std::to_string(full) +
-              " inputs, got " + std::to_string(n_in));
+    check(n_in == full || n_in == g.n_weights + g.n_state, [&] {
+      return "recurrence (mode init) takes its " + std::to_string(g.n_weights) + " weight(s) then " +
+             std::to_string(g.n_state) + " state tensor(s), optionally after its " + std::to_string(g.n_inputs) +
+             " data input(s): " + std::to_string(g.n_weights + g.n_state) + " or " + std::to_string(full) +
+             " inputs, got " + std::to_string(n_in);
+    });
     g.data_given = n_in == full;
   } else {
     check(g.n_inputs >= 1, "param inputs must name at least one data input");
-    check(n_in == full, "recurrence takes its " + std::to_string(g.n_inputs) + " data input(s), " +
-                            std::to_string(g.n_weights) + " weight(s) and " + std::to_string(g.n_state) +
-                            " state tensor(s) in that order: " + std::to_string(full) + " inputs, got " +
-                            std::to_string(n_in));
+    check(n_in == full, [&] {
+      return "recurrence takes its " + std::to_string(g.n_inputs) + " data input(s), " + std::to_string(g.n_weights) +
+             " weight(s) and " + std::to_string(g.n_state) + " state tensor(s) in that order: " + std::to_string(full) +
+             " inputs, got " + std::to_string(n_in);
+    });
   }
 
   const std::vector<std::string> names_copy = g.index_names;
   for (const std::vector<std::string>* group : {&names_copy, &inputs, &weights, &state})
     for (const auto& n : *group) {
-      check(is_name(n), "\"" + n + "\" is not a name (letters, digits, _)");
-      check(slot_of(g.vars, n) < 0, "the name \"" + n + "\" is used twice (index, inputs, weights, state)");
+      check(is_name(n), [&] { return "\"" + n + "\" is not a name (letters, digits, _)"; });
+      check(slot_of(g.vars, n) < 0,
+            [&] { return "the name \"" + n + "\" is used twice (index, inputs, weights, state)"; });
       g.vars.push_back(n);
     }
 
@@ -236,9 +240,10 @@ Program build_program(const Params& p, size_t n_in) {
     for (size_t i = 0; i < init.size(); ++i) {
       auto [name, src] = split_statement(init[i], "init[" + std::to_string(i) + "]");
       Stmt st{slot_of(g.vars, name), compile(src, visible)};
-      check(st.target < 0 || (size_t)st.target >= g.first_state(),
-            "init[" + std::to_string(i) + "] assigns \"" + name +
-                "\", which is an index, input or weight; assign a state tensor or a new name");
+      check(st.target < 0 || (size_t)st.target >= g.first_state(), [&] {
+        return "init[" + std::to_string(i) + "] assigns \"" + name +
+               "\", which is an index, input or weight; assign a state tensor or a new name";
+      });
       if (st.target < 0) {  // a temporary, visible to later statements
         visible.push_back(name);
         g.vars.push_back(name);
@@ -255,7 +260,8 @@ Program build_program(const Params& p, size_t n_in) {
   check(p.has("readout"), "recurrence needs param \"readout\" (the output expression)");
   for (size_t i = 0; i < lets.size(); ++i) {
     auto [name, src] = split_statement(lets[i], "let[" + std::to_string(i) + "]");
-    check(slot_of(g.vars, name) < 0, "let[" + std::to_string(i) + "] defines \"" + name + "\", which already exists");
+    check(slot_of(g.vars, name) < 0,
+          [&] { return "let[" + std::to_string(i) + "] defines \"" + name + "\", which already exists"; });
     Stmt st{(int)g.vars.size(), compile(src, g.vars)};  // sees only earlier lets
     g.vars.push_back(name);
     g.lets.push_back(std::move(st));
@@ -264,7 +270,7 @@ Program build_program(const Params& p, size_t n_in) {
     auto [name, src] = split_statement(updates[i], "update[" + std::to_string(i) + "]");
     const int slot = slot_of(g.vars, name);
     check(slot >= (int)g.first_state() && slot < (int)g.first_temp(),
-          "update[" + std::to_string(i) + "] assigns \"" + name + "\", which is not a state tensor");
+          [&] { return "update[" + std::to_string(i) + "] assigns \"" + name + "\", which is not a state tensor"; });
     g.updates.push_back({slot, compile(src, g.vars)});
   }
   g.readout = compile(p.str("readout", ""), g.vars);
@@ -290,23 +296,26 @@ Shape infer_recurrence(const std::vector<TensorDesc>& in, const Params& p) {
       check_f32(in, i, what.c_str());
       const TensorDesc& t = in[i];
       check(t.shape.size() == 2 && (t.shape[1] == W || t.shape[1] == 1),
-            what + " must be [T, " + std::to_string(W) + "] or [T, 1], got " + shape_str(t.shape));
+            [&] { return what + " must be [T, " + std::to_string(W) + "] or [T, 1], got " + shape_str(t.shape); });
       if (T < 0) T = t.shape[0];
-      check(t.shape[0] == T, what + " has " + std::to_string(t.shape[0]) + " rows; the first data input has " +
-                                 std::to_string(T));
+      check(t.shape[0] == T, [&] {
+        return what + " has " + std::to_string(t.shape[0]) + " rows; the first data input has " + std::to_string(T);
+      });
     }
   for (size_t i = 0; i < g.n_weights; ++i) {
     const TensorDesc& t = in[g.n_inputs + i - base];
     const std::string what = "weight " + g.vars[g.first_weight() + i];
     check(t.numel() == W || t.numel() == 1,
-          what + " must hold " + std::to_string(W) + " values (or one), got " + shape_str(t.shape));
+          [&] { return what + " must hold " + std::to_string(W) + " values (or one), got " + shape_str(t.shape); });
   }
   for (size_t i = 0; i < g.n_state; ++i) {
     const size_t k = g.n_inputs + g.n_weights + i - base;
     const std::string what = "state " + g.vars[g.first_state() + i];
     check_f32(in, k, what.c_str());
-    check(in[k].numel() == W, what + " must hold " + std::to_string(W) + " values (the product of the index sizes), got " +
-                                  shape_str(in[k].shape));
+    check(in[k].numel() == W, [&] {
+      return what + " must hold " + std::to_string(W) + " values (the product of the index sizes), got " +
+             shape_str(in[k].shape);
+    });
   }
   if (g.init_mode) return {1};
   return {T, W};

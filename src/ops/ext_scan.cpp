@@ -20,18 +20,19 @@ Tensor f32_of(const Tensor& t) { return t.packed() ? to_f32(t) : t; }
 std::string dims(std::initializer_list<int64_t> d) { return shape_str(Shape(d)); }
 
 void check_shape(const TensorDesc& t, const Shape& want, const std::string& what, const std::string& formula) {
-  check(t.shape == want, what + " must be " + formula + " = " + shape_str(want) + ", got " + shape_str(t.shape));
+  check(t.shape == want,
+        [&] { return what + " must be " + formula + " = " + shape_str(want) + ", got " + shape_str(t.shape); });
 }
 
 // Rank 2 [T, C] activations.
 void check_rows(const TensorDesc& t, const std::string& what, const std::string& formula) {
-  check(t.shape.size() == 2, what + " must be " + formula + ", got " + shape_str(t.shape));
+  check(t.shape.size() == 2, [&] { return what + " must be " + formula + ", got " + shape_str(t.shape); });
 }
 
 // A per-channel vector: C values ([C] or [1, C]).
 void check_vector(const TensorDesc& t, int64_t C, const std::string& what) {
   const bool ok = (t.shape.size() == 1 && t.shape[0] == C) || (t.shape.size() == 2 && t.shape[0] == 1 && t.shape[1] == C);
-  check(ok, what + " must be [C] = " + dims({C}) + ", got " + shape_str(t.shape));
+  check(ok, [&] { return what + " must be [C] = " + dims({C}) + ", got " + shape_str(t.shape); });
 }
 
 // --- linear_attention ------------------------------------------------------
@@ -42,9 +43,10 @@ Shape infer_linear_attention(const std::vector<TensorDesc>& in, const Params& p)
   static const char* names[] = {"q", "k", "v", "S (state)", "z (state)"};
   for (size_t i = 0; i < 5; ++i) check_f32(in, i, names[i]);
   const int64_t H = p.int_("heads"), D = p.int_("headDim");
-  check(H > 0 && D > 0, "heads and headDim must be positive, got " + std::to_string(H) + " and " + std::to_string(D));
+  check(H > 0 && D > 0,
+        [&] { return "heads and headDim must be positive, got " + std::to_string(H) + " and " + std::to_string(D); });
   const std::string fm = p.str("featureMap", "elu_plus_one");
-  check(fm == "elu_plus_one", "featureMap must be \"elu_plus_one\", got \"" + fm + "\"");
+  check(fm == "elu_plus_one", [&] { return "featureMap must be \"elu_plus_one\", got \"" + fm + "\""; });
   const double floor_ = p.num("denFloor", 1e-6);
   check(std::isfinite(floor_) && floor_ >= 0, "denFloor must be a finite number >= 0");
   check_rows(in[0], "q", "[T, heads*headDim]");
@@ -118,7 +120,7 @@ Shape infer_ssm_scan(const std::vector<TensorDesc>& in, const Params&) {
   check_rows(in[0], "x", "[T, C]");
   const int64_t C = in[0].shape[1];
   check(in[1].shape.size() == 2 && in[1].shape[0] == C,
-        "a must be [C, N] with C = " + std::to_string(C) + ", got " + shape_str(in[1].shape));
+        [&] { return "a must be [C, N] with C = " + std::to_string(C) + ", got " + shape_str(in[1].shape); });
   const int64_t N = in[1].shape[1];
   check_shape(in[2], {C, N}, "b", "[C, N]");
   check_shape(in[3], {C, N}, "c", "[C, N]");
@@ -167,7 +169,7 @@ Shape infer_selective_scan(const std::vector<TensorDesc>& in, const Params&) {
   const int64_t T = in[0].shape[0], Ch = in[0].shape[1];
   check_shape(in[1], {T, Ch}, "dt", "[T, channels]");
   check(in[2].shape.size() == 2 && in[2].shape[0] == T,
-        "B must be [T, d_state] with T = " + std::to_string(T) + ", got " + shape_str(in[2].shape));
+        [&] { return "B must be [T, d_state] with T = " + std::to_string(T) + ", got " + shape_str(in[2].shape); });
   const int64_t N = in[2].shape[1];
   check_shape(in[3], {T, N}, "C", "[T, d_state]");
   check_shape(in[4], {Ch, N}, "A_log", "[channels, d_state]");
@@ -232,7 +234,8 @@ SsdShape ssd_shape(const std::vector<TensorDesc>& in, const Params& p) {
   s.G = p.int_("groups", 1);
   s.N = p.int_("dState");
   check(s.H > 0 && s.P > 0 && s.G > 0 && s.N > 0, "heads, headDim, groups and dState must be positive");
-  check(s.H % s.G == 0, "heads " + std::to_string(s.H) + " must be a multiple of groups " + std::to_string(s.G));
+  check(s.H % s.G == 0,
+        [&] { return "heads " + std::to_string(s.H) + " must be a multiple of groups " + std::to_string(s.G); });
   check_rows(in[0], "x", "[T, heads*headDim]");
   s.T = in[0].shape[0];
   check_shape(in[0], {s.T, s.H * s.P}, "x", "[T, heads*headDim]");
@@ -293,14 +296,15 @@ Shape infer_depth_route(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 0, "x");
   check_f32(in, 1, "y");
   check_rows(in[0], "x", "[T, d]");
-  check(in[1].shape == in[0].shape, "y must have x's shape " + shape_str(in[0].shape) + ", got " + shape_str(in[1].shape));
+  check(in[1].shape == in[0].shape,
+        [&] { return "y must have x's shape " + shape_str(in[0].shape) + ", got " + shape_str(in[1].shape); });
   const int64_t d = in[0].shape[1];
   check(in[2].shape.size() == 2 && in[2].shape[1] == d && in[2].shape[0] >= 1,
-        "router must be [nRec, d] with d = " + std::to_string(d) + ", got " + shape_str(in[2].shape));
+        [&] { return "router must be [nRec, d] with d = " + std::to_string(d) + ", got " + shape_str(in[2].shape); });
   const double step = p.num("step");
   check(std::isfinite(step), "step must be a finite number");
   const std::string gate = p.str("gate", "score");
-  check(gate == "score" || gate == "none", "gate must be \"score\" or \"none\", got \"" + gate + "\"");
+  check(gate == "score" || gate == "none", [&] { return "gate must be \"score\" or \"none\", got \"" + gate + "\""; });
   return in[0].shape;
 }
 

@@ -12,18 +12,21 @@ Shape infer_product(const std::vector<TensorDesc>& in, const Params& p) {
   const TensorDesc& a = in[0];
   const TensorDesc& b = in[1];
   check(!a.shape.empty(), "input a must have at least one axis");
-  check(b.shape.size() == 2, "input b must be 2-D, got " + shape_str(b.shape));
+  check(b.shape.size() == 2, [&] { return "input b must be 2-D, got " + shape_str(b.shape); });
   const bool transB = p.flag("transB", false);
   const int64_t K = a.cols();
   const int64_t bK = transB ? b.shape[1] : b.shape[0];
   const int64_t N = transB ? b.shape[0] : b.shape[1];
-  check(bK == K, "inner sizes differ: a is " + shape_str(a.shape) + ", b is " + shape_str(b.shape) +
-                     (transB ? " (transB)" : ""));
+  check(bK == K, [&] {
+    return "inner sizes differ: a is " + shape_str(a.shape) + ", b is " + shape_str(b.shape) +
+           (transB ? " (transB)" : "");
+  });
   Shape out = a.shape;
   out.back() = N;
   if (in.size() > 2) {
     check_f32(in, 2, "bias");
-    check(in[2].numel() == N, "bias must have " + std::to_string(N) + " values, got " + shape_str(in[2].shape));
+    check(in[2].numel() == N,
+          [&] { return "bias must have " + std::to_string(N) + " values, got " + shape_str(in[2].shape); });
   }
   return out;
 }

@@ -41,16 +41,19 @@ MoeConfig parse_params(const Params& p, int64_t E) {
   MoeConfig c;
   c.experts = E;
   c.top_k = p.int_("topK");
-  check(c.top_k >= 1 && c.top_k <= E, "moe: topK must be between 1 and the number of experts (" + std::to_string(E) +
-                                          "), got " + std::to_string(c.top_k));
+  check(c.top_k >= 1 && c.top_k <= E, [&] {
+    return "moe: topK must be between 1 and the number of experts (" + std::to_string(E) + "), got " +
+           std::to_string(c.top_k);
+  });
 
   const std::string scoring = p.str("scoring", "softmax");
   check(scoring == "softmax" || scoring == "sigmoid",
-        "moe: scoring must be \"softmax\" or \"sigmoid\", got \"" + scoring + "\"");
+        [&] { return "moe: scoring must be \"softmax\" or \"sigmoid\", got \"" + scoring + "\""; });
   c.sigmoid = scoring == "sigmoid";
 
   const std::string act = p.str("activation", "silu");
-  check(act == "silu" || act == "gelu", "moe: activation must be \"silu\" or \"gelu\", got \"" + act + "\"");
+  check(act == "silu" || act == "gelu",
+        [&] { return "moe: activation must be \"silu\" or \"gelu\", got \"" + act + "\""; });
   c.gelu = act == "gelu";
 
   const std::string layout = p.str("layout", "separate");
@@ -71,20 +74,25 @@ MoeConfig parse_params(const Params& p, int64_t E) {
   c.scale = (float)scale;
 
   c.groups = p.int_("nGroup", 1);
-  check(c.groups >= 1 && E % c.groups == 0, "moe: nGroup must be a positive divisor of the number of experts (" +
-                                                std::to_string(E) + "), got " + std::to_string(c.groups));
+  check(c.groups >= 1 && E % c.groups == 0, [&] {
+    return "moe: nGroup must be a positive divisor of the number of experts (" + std::to_string(E) + "), got " +
+           std::to_string(c.groups);
+  });
   const int64_t group_size = E / c.groups;
   c.top_k_groups = p.int_("topKGroup", c.groups);
-  check(c.top_k_groups >= 1 && c.top_k_groups <= c.groups, "moe: topKGroup must be between 1 and nGroup (" +
-                                                               std::to_string(c.groups) + "), got " +
-                                                               std::to_string(c.top_k_groups));
-  check(c.top_k <= c.top_k_groups * group_size, "moe: topK (" + std::to_string(c.top_k) +
-                                                    ") exceeds the experts left in topKGroup groups (" +
-                                                    std::to_string(c.top_k_groups * group_size) + ")");
+  check(c.top_k_groups >= 1 && c.top_k_groups <= c.groups, [&] {
+    return "moe: topKGroup must be between 1 and nGroup (" + std::to_string(c.groups) + "), got " +
+           std::to_string(c.top_k_groups);
+  });
+  check(c.top_k <= c.top_k_groups * group_size, [&] {
+    return "moe: topK (" + std::to_string(c.top_k) + ") exceeds the experts left in topKGroup groups (" +
+           std::to_string(c.top_k_groups * group_size) + ")";
+  });
   c.group_top_k = p.int_("groupTopK", 1);
-  check(c.group_top_k >= 1 && c.group_top_k <= group_size,
-        "moe: groupTopK must be between 1 and the group size E/nGroup (" + std::to_string(group_size) + "), got " +
-            std::to_string(c.group_top_k));
+  check(c.group_top_k >= 1 && c.group_top_k <= group_size, [&] {
+    return "moe: groupTopK must be between 1 and the group size E/nGroup (" + std::to_string(group_size) + "), got " +
+           std::to_string(c.group_top_k);
+  });
   return c;
 }
 
@@ -93,10 +101,11 @@ MoeConfig parse_params(const Params& p, int64_t E) {
 void check_weight(const std::vector<TensorDesc>& in, size_t i, const std::string& name, const Shape& want) {
   const TensorDesc& d = in[i];
   const std::string what = "moe: " + name + " (input " + std::to_string(i) + ")";
-  check(d.shape == want, what + " must be " + shape_str(want) + ", got " + shape_str(d.shape));
-  check(d.cols() % dtype_block(d.dtype) == 0, what + " is " + dtype_name(d.dtype) + " but its last axis " +
-                                                  std::to_string(d.cols()) + " is not a multiple of the block size " +
-                                                  std::to_string(dtype_block(d.dtype)));
+  check(d.shape == want, [&] { return what + " must be " + shape_str(want) + ", got " + shape_str(d.shape); });
+  check(d.cols() % dtype_block(d.dtype) == 0, [&] {
+    return what + " is " + dtype_name(d.dtype) + " but its last axis " + std::to_string(d.cols()) +
+           " is not a multiple of the block size " + std::to_string(dtype_block(d.dtype));
+  });
 }
 
 bool is_qmoe(const Params& p) { return p.str("layout", "separate") == "qmoe"; }
@@ -110,31 +119,35 @@ Shape infer_moe(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 1, "moe: router logits");
   const Shape& xs = in[0].shape;
   const Shape& ls = in[1].shape;
-  check(xs.size() == 2 && xs[1] >= 1, "moe: x must be [T, C] with C >= 1, got " + shape_str(xs));
-  check(ls.size() == 2 && ls[0] == xs[0] && ls[1] >= 1,
-        "moe: router logits must be [T, E] with T = " + std::to_string(xs[0]) + " rows of x, got " + shape_str(ls));
+  check(xs.size() == 2 && xs[1] >= 1, [&] { return "moe: x must be [T, C] with C >= 1, got " + shape_str(xs); });
+  check(ls.size() == 2 && ls[0] == xs[0] && ls[1] >= 1, [&] {
+    return "moe: router logits must be [T, E] with T = " + std::to_string(xs[0]) + " rows of x, got " + shape_str(ls);
+  });
   const int64_t C = xs[1], E = ls[1];
   const MoeConfig c = parse_params(p, E);
 
   if (c.has_bias) {
     check(in.size() > 2, "moe: selectionBias needs a bias input after the logits");
     check_f32(in, 2, "moe: selection bias (input 2)");
-    check(in[2].shape == Shape{E},
-          "moe: selection bias (input 2) must be [" + std::to_string(E) + "], got " + shape_str(in[2].shape));
+    check(in[2].shape == Shape{E}, [&] {
+      return "moe: selection bias (input 2) must be [" + std::to_string(E) + "], got " + shape_str(in[2].shape);
+    });
   }
 
   const size_t w0 = c.first_weight, nw = in.size() - w0;
   switch (c.layout) {
     case Layout::Separate: {
-      check(nw == (size_t)(3 * E), "moe: layout \"separate\" with " + std::to_string(E) + " experts takes " +
-                                       std::to_string(3 * E) +
-                                       " weight inputs (gate_e, up_e, down_e per expert), got " + std::to_string(nw));
+      check(nw == (size_t)(3 * E), [&] {
+        return "moe: layout \"separate\" with " + std::to_string(E) + " experts takes " + std::to_string(3 * E) +
+               " weight inputs (gate_e, up_e, down_e per expert), got " + std::to_string(nw);
+      });
       for (int64_t e = 0; e < E; ++e) {
         const size_t g = w0 + 3 * e;
         const std::string es = std::to_string(e);
-        check(in[g].shape.size() == 2 && in[g].shape[0] >= 1, "moe: gate_" + es + " (input " + std::to_string(g) +
-                                                                  ") must be [I, " + std::to_string(C) + "], got " +
-                                                                  shape_str(in[g].shape));
+        check(in[g].shape.size() == 2 && in[g].shape[0] >= 1, [&] {
+          return "moe: gate_" + es + " (input " + std::to_string(g) + ") must be [I, " + std::to_string(C) + "], got " +
+                 shape_str(in[g].shape);
+        });
         const int64_t I = in[g].shape[0];
         check_weight(in, g, "gate_" + es, {I, C});
         check_weight(in, g + 1, "up_" + es, {I, C});
@@ -143,21 +156,27 @@ Shape infer_moe(const std::vector<TensorDesc>& in, const Params& p) {
       break;
     }
     case Layout::Fused: {
-      check(nw == 2, "moe: layout \"fused\" takes 2 weight inputs (gate_up, down), got " + std::to_string(nw));
+      check(nw == 2,
+            [&] { return "moe: layout \"fused\" takes 2 weight inputs (gate_up, down), got " + std::to_string(nw); });
       const Shape& gu = in[w0].shape;
-      check(gu.size() == 3 && gu[0] == E && gu[1] >= 2 && gu[1] % 2 == 0,
-            "moe: gate_up (input " + std::to_string(w0) + ") must be [" + std::to_string(E) + ", 2I, " +
-                std::to_string(C) + "], got " + shape_str(gu));
+      check(gu.size() == 3 && gu[0] == E && gu[1] >= 2 && gu[1] % 2 == 0, [&] {
+        return "moe: gate_up (input " + std::to_string(w0) + ") must be [" + std::to_string(E) + ", 2I, " +
+               std::to_string(C) + "], got " + shape_str(gu);
+      });
       const int64_t I = gu[1] / 2;
       check_weight(in, w0, "gate_up", {E, 2 * I, C});
       check_weight(in, w0 + 1, "down", {E, C, I});
       break;
     }
     case Layout::Stacked: {
-      check(nw == 3, "moe: layout \"stacked\" takes 3 weight inputs (gate, up, down), got " + std::to_string(nw));
+      check(nw == 3, [&] {
+        return "moe: layout \"stacked\" takes 3 weight inputs (gate, up, down), got " + std::to_string(nw);
+      });
       const Shape& gs = in[w0].shape;
-      check(gs.size() == 3 && gs[1] >= 1, "moe: gate (input " + std::to_string(w0) + ") must be [" + std::to_string(E) +
-                                              ", I, " + std::to_string(C) + "], got " + shape_str(gs));
+      check(gs.size() == 3 && gs[1] >= 1, [&] {
+        return "moe: gate (input " + std::to_string(w0) + ") must be [" + std::to_string(E) + ", I, " +
+               std::to_string(C) + "], got " + shape_str(gs);
+      });
       const int64_t I = gs[1];
       check_weight(in, w0, "gate", {E, I, C});
       check_weight(in, w0 + 1, "up", {E, I, C});

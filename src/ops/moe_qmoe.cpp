@@ -63,7 +63,7 @@ nlohmann::json moe_qmoe_attrs(const std::vector<TensorDesc>& in, const Params& p
   if (p.str("activation", "silu") != "silu")
     refuse("activation must be \"silu\" (SwiGLU experts, FC1 rows interleaved gate, up)");
   const Shape& xs = in[0].shape;
-  check(xs.size() == 2 && xs[1] >= 1, "moe: x must be [T, C] with C >= 1, got " + shape_str(xs));
+  check(xs.size() == 2 && xs[1] >= 1, [&] { return "moe: x must be [T, C] with C >= 1, got " + shape_str(xs); });
   const int64_t C = xs[1];
   for (int i : {2, 4})
     if (in[i].dtype != DType::U8)

@@ -1,23 +1,28 @@
 // Row-wise normalisations: layernorm, rmsnorm (optionally per group of
 // channels, optionally with Gemma's weight offset) and softmax.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/threads.h"
 #include "ops/op.h"
+#include "ops/simd.h"
 
 namespace bonfire {
 
 namespace {
 
 constexpr int64_t kRowGrain = 8;
+constexpr int64_t kNormGrain = 4096;
 
 Shape infer_layernorm(const std::vector<TensorDesc>& in, const Params& p) {
   for (size_t i = 0; i < 3; ++i) check_f32(in, i, i == 0 ? "x" : i == 1 ? "gamma" : "beta");
   const int64_t C = in[0].cols();
   check(!in[0].shape.empty(), "x must have at least one axis");
-  check(in[1].numel() == C, "gamma must have " + std::to_string(C) + " values, got " + shape_str(in[1].shape));
-  check(in[2].numel() == C, "beta must have " + std::to_string(C) + " values, got " + shape_str(in[2].shape));
+  check(in[1].numel() == C,
+        [&] { return "gamma must have " + std::to_string(C) + " values, got " + shape_str(in[1].shape); });
+  check(in[2].numel() == C,
+        [&] { return "beta must have " + std::to_string(C) + " values, got " + shape_str(in[2].shape); });
   check(p.num("eps", 1e-5) >= 0, "param eps must not be negative");
   return in[0].shape;
 }
@@ -48,8 +53,9 @@ Shape infer_rmsnorm(const std::vector<TensorDesc>& in, const Params& p) {
   const int64_t C = in[0].cols();
   const int64_t group = p.int_("groupSize", C);
   check(group > 0 && C % group == 0,
-        "param groupSize " + std::to_string(group) + " must divide the row width " + std::to_string(C));
-  check(in[1].numel() == group, "gamma must have " + std::to_string(group) + " values, got " + shape_str(in[1].shape));
+        [&] { return "param groupSize " + std::to_string(group) + " must divide the row width " + std::to_string(C); });
+  check(in[1].numel() == group,
+        [&] { return "gamma must have " + std::to_string(group) + " values, got " + shape_str(in[1].shape); });
   check(p.num("eps", 1e-6) >= 0, "param eps must not be negative");
   return in[0].shape;
 }
@@ -62,12 +68,13 @@ void run_rmsnorm(const OpInputs& in, const Params& p, Tensor& out) {
   const float *x = in[0]->f32(), *g = in[1]->f32();
   float* o = out.f32();
   // Every group of G channels in every row is normalised on its own.
+  // Chunks of about kNormGrain values: a batched decode step's 8 rows of
+  // 2048 are worth both threads.
   const int64_t groups = out.numel() / G;
-  parallel_for(groups, kRowGrain * (C / G), [&](int64_t r0, int64_t r1) {
+  parallel_for(groups, std::max<int64_t>(1, kNormGrain / G), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * G;
-      double ss = 0;
-      for (int64_t c = 0; c < G; ++c) ss += (double)xr[c] * xr[c];
+      const double ss = simd::sum_squares_f64(xr, G);
       const float inv = (float)(1.0 / std::sqrt(ss / G + eps));
       for (int64_t c = 0; c < G; ++c) o[r * G + c] = xr[c] * inv * (g[c] + offset);
     }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -130,9 +131,19 @@ struct OpDef {
 const std::vector<OpDef>& op_registry();
 const OpDef* find_op(std::string_view name);
 
-// Shape-function helpers: throw bad_graph with `msg` unless `cond`.
+// Shape-function helpers: throw bad_graph with `msg` unless `cond`. Checks
+// run on every call (and every row of a batched one), so a message costs
+// nothing until it is needed: a literal stays a pointer, and a built one is
+// written as a function returning it, `check(ok, [&] { return "..." + n; })`.
 inline void check(bool cond, const std::string& msg) {
   if (!cond) bad_graph(msg);
+}
+inline void check(bool cond, const char* msg) {
+  if (!cond) bad_graph(msg);
+}
+template <class F, class = std::enable_if_t<std::is_invocable_r_v<std::string, F>>>
+inline void check(bool cond, F&& msg) {
+  if (!cond) bad_graph(msg());
 }
 // Input i must be f32 (activations are never packed).
 void check_f32(const std::vector<TensorDesc>& in, size_t i, const char* what);

@@ -26,7 +26,8 @@ AttnConfig parse_ring(const Params& p) {
   AttnConfig c = parse_attention(p);
   check(p.has("window"), "ring_attention: param window is required");
   check(p.flag("causal", true), "ring_attention is causal only");
-  check(c.pos_offset >= 0, "ring_attention: posOffset must be >= 0, got " + std::to_string(c.pos_offset));
+  check(c.pos_offset >= 0,
+        [&] { return "ring_attention: posOffset must be >= 0, got " + std::to_string(c.pos_offset); });
   return c;
 }
 
@@ -34,24 +35,33 @@ Shape infer_ring(const std::vector<TensorDesc>& in, const Params& p) {
   const char* names[] = {"q", "kRing", "vRing", "k", "v"};
   for (size_t i = 0; i < 5; ++i) {
     check_f32(in, i, names[i]);
-    check(in[i].shape.size() == 2, std::string(names[i]) + " must have rank 2, got " + shape_str(in[i].shape));
+    check(in[i].shape.size() == 2,
+          [&] { return std::string(names[i]) + " must have rank 2, got " + shape_str(in[i].shape); });
   }
   const AttnConfig c = parse_ring(p);
   const int64_t T = in[0].shape[0], R = in[1].shape[0];
   const int64_t kw = c.kv_heads * c.head_dim, vw = c.kv_heads * c.v_head_dim;
-  check(in[0].shape[1] == c.heads * c.head_dim, "q must be heads*headDim = " + std::to_string(c.heads * c.head_dim) +
-                                                    " wide, got " + shape_str(in[0].shape));
-  check(R > 0 && in[2].shape[0] == R, "kRing and vRing must have the same rows (R > 0), got " + shape_str(in[1].shape) +
-                                          " and " + shape_str(in[2].shape));
-  check(in[1].shape[1] == kw && in[3].shape[1] == kw,
-        "kRing and k must be kvHeads*headDim = " + std::to_string(kw) + " wide, got " + shape_str(in[1].shape) + " and " +
-            shape_str(in[3].shape));
-  check(in[2].shape[1] == vw && in[4].shape[1] == vw,
-        "vRing and v must be kvHeads*vHeadDim = " + std::to_string(vw) + " wide, got " + shape_str(in[2].shape) +
-            " and " + shape_str(in[4].shape));
-  check(in[3].shape[0] == T && in[4].shape[0] == T, "k and v must have q's " + std::to_string(T) + " rows");
-  check(c.window <= R + 1, "ring_attention: window " + std::to_string(c.window) + " needs a ring of at least window - 1 = " +
-                               std::to_string(c.window - 1) + " rows, got " + std::to_string(R));
+  check(in[0].shape[1] == c.heads * c.head_dim, [&] {
+    return "q must be heads*headDim = " + std::to_string(c.heads * c.head_dim) + " wide, got " + shape_str(in[0].shape);
+  });
+  check(R > 0 && in[2].shape[0] == R, [&] {
+    return "kRing and vRing must have the same rows (R > 0), got " + shape_str(in[1].shape) + " and " +
+           shape_str(in[2].shape);
+  });
+  check(in[1].shape[1] == kw && in[3].shape[1] == kw, [&] {
+    return "kRing and k must be kvHeads*headDim = " + std::to_string(kw) + " wide, got " + shape_str(in[1].shape) +
+           " and " + shape_str(in[3].shape);
+  });
+  check(in[2].shape[1] == vw && in[4].shape[1] == vw, [&] {
+    return "vRing and v must be kvHeads*vHeadDim = " + std::to_string(vw) + " wide, got " + shape_str(in[2].shape) +
+           " and " + shape_str(in[4].shape);
+  });
+  check(in[3].shape[0] == T && in[4].shape[0] == T,
+        [&] { return "k and v must have q's " + std::to_string(T) + " rows"; });
+  check(c.window <= R + 1, [&] {
+    return "ring_attention: window " + std::to_string(c.window) +
+           " needs a ring of at least window - 1 = " + std::to_string(c.window - 1) + " rows, got " + std::to_string(R);
+  });
   return {T, c.heads * c.v_head_dim};
 }
 

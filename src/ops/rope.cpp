@@ -58,21 +58,22 @@ std::optional<double> scaling_num(const json& s, const char* key) {
   const json* v = scaling_field(s, key);
   if (!v) return std::nullopt;
   check(v->is_number() && std::isfinite(v->get<double>()),
-        std::string("param scaling: ") + key + " must be a finite number");
+        [&] { return std::string("param scaling: ") + key + " must be a finite number"; });
   return v->get<double>();
 }
 double scaling_required(const json& s, const char* key, const std::string& type) {
   auto v = scaling_num(s, key);
-  check(v.has_value(), "param scaling: rope_type \"" + type + "\" needs " + key);
+  check(v.has_value(), [&] { return "param scaling: rope_type \"" + type + "\" needs " + key; });
   return *v;
 }
 std::vector<float> number_array(const json& a, const std::string& what, size_t n) {
-  check(a.is_array(), what + " must be an array of numbers");
-  check(a.size() == n, what + " must have " + std::to_string(n) + " values (rotaryDim/2), got " +
-                           std::to_string(a.size()));
+  check(a.is_array(), [&] { return what + " must be an array of numbers"; });
+  check(a.size() == n, [&] {
+    return what + " must have " + std::to_string(n) + " values (rotaryDim/2), got " + std::to_string(a.size());
+  });
   std::vector<float> out;
   for (const auto& x : a) {
-    check(x.is_number() && std::isfinite(x.get<double>()), what + " must hold finite numbers only");
+    check(x.is_number() && std::isfinite(x.get<double>()), [&] { return what + " must hold finite numbers only"; });
     out.push_back((float)x.get<double>());
   }
   return out;
@@ -89,8 +90,10 @@ void parse_scaling(const json& s, RopeConfig& c) {
   const std::string& type = c.type;
   check(type == "default" || type == "linear" || type == "dynamic" || type == "llama3" || type == "yarn" ||
             type == "longrope",
-        "param scaling: unknown rope_type \"" + type +
-            "\" (known: default, linear, dynamic, llama3, yarn, longrope)");
+        [&] {
+          return "param scaling: unknown rope_type \"" + type +
+                 "\" (known: default, linear, dynamic, llama3, yarn, longrope)";
+        });
 
   // rope_parameters (transformers 5) carry rope_theta; the base param wins.
   if (auto theta = scaling_num(s, "rope_theta")) c.base = *theta;
@@ -156,19 +159,20 @@ RopeConfig parse_rope(const Params& p) {
   RopeConfig c;
   check(p.has("headDim"), "param headDim is required");
   c.head_dim = p.int_("headDim");
-  check(c.head_dim > 0, "param headDim must be positive, got " + std::to_string(c.head_dim));
+  check(c.head_dim > 0, [&] { return "param headDim must be positive, got " + std::to_string(c.head_dim); });
   c.rot_dim = p.int_("rotaryDim", c.head_dim);
-  check(c.rot_dim > 0 && c.rot_dim <= c.head_dim,
-        "param rotaryDim must be in [2, headDim=" + std::to_string(c.head_dim) + "], got " +
-            std::to_string(c.rot_dim));
-  check(c.rot_dim % 2 == 0, "param rotaryDim must be even, got " + std::to_string(c.rot_dim));
+  check(c.rot_dim > 0 && c.rot_dim <= c.head_dim, [&] {
+    return "param rotaryDim must be in [2, headDim=" + std::to_string(c.head_dim) + "], got " +
+           std::to_string(c.rot_dim);
+  });
+  check(c.rot_dim % 2 == 0, [&] { return "param rotaryDim must be even, got " + std::to_string(c.rot_dim); });
   c.interleaved = p.flag("interleaved", false);
   c.offset = p.num("offset", 0.0);
   check(std::isfinite(c.offset), "param offset must be a finite number");
   if (const json* s = p.get("scaling")) parse_scaling(*s, c);
   if (p.has("base")) c.base = p.num("base");
   check(std::isfinite(c.base) && c.base > 0 && c.base != 1,
-        "param base must be a positive number other than 1, got " + num_str(c.base));
+        [&] { return "param base must be a positive number other than 1, got " + num_str(c.base); });
   if (const json* f = p.get("invFreq")) c.inv_freq = number_array(*f, "param invFreq", (size_t)c.rot_dim / 2);
   if (p.has("attentionFactor")) {
     c.attention = p.num("attentionFactor");
@@ -285,9 +289,11 @@ Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 0, "x");
   const RopeConfig c = parse_rope(p);
   const Shape& s = in[0].shape;
-  check(s.size() >= 2, "x must have rank 2 or more ([tokens, heads*headDim]), got " + shape_str(s));
-  check(s.back() % c.head_dim == 0, "the last axis of x (" + std::to_string(s.back()) +
-                                        ") must be a multiple of param headDim " + std::to_string(c.head_dim));
+  check(s.size() >= 2, [&] { return "x must have rank 2 or more ([tokens, heads*headDim]), got " + shape_str(s); });
+  check(s.back() % c.head_dim == 0, [&] {
+    return "the last axis of x (" + std::to_string(s.back()) + ") must be a multiple of param headDim " +
+           std::to_string(c.head_dim);
+  });
   return s;
 }
 

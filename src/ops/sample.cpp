@@ -31,7 +31,7 @@ uint64_t to_u64(const Params& p, const char* name) {
   if (!p.has(name)) return 0;
   const double v = p.num(name);
   check(std::isfinite(v) && v == std::floor(v) && v >= -0x1p63 && v < 0x1p64,
-        std::string("sample: ") + name + " must be an integer in [-2^63, 2^64)");
+        [&] { return std::string("sample: ") + name + " must be an integer in [-2^63, 2^64)"; });
   return v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
 }
 
@@ -60,8 +60,10 @@ SampleConfig parse_params(const Params& p, int64_t hist) {
   const int64_t end = p.int_("penaltyEnd", N);
   check(end >= 0, "sample: penaltyEnd must be >= 0");
   if (hist >= 0)
-    check(end <= hist, "sample: penaltyEnd (" + std::to_string(end) + ") is past the end of the history (" +
-                           std::to_string(hist) + " rows)");
+    check(end <= hist, [&] {
+      return "sample: penaltyEnd (" + std::to_string(end) + ") is past the end of the history (" +
+             std::to_string(hist) + " rows)";
+    });
   c.window_end = std::min(end, N);
   c.window_begin = std::max<int64_t>(0, c.window_end - window);
   return c;
@@ -72,13 +74,13 @@ Shape infer_sample(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 0, "sample: logits");
   const Shape& ls = in[0].shape;
   check(!ls.empty() && ls.back() >= 1,
-        "sample: logits must have rank >= 1 and a non-empty last axis, got " + shape_str(ls));
+        [&] { return "sample: logits must have rank >= 1 and a non-empty last axis, got " + shape_str(ls); });
   int64_t hist = -1;
   if (in.size() == 2) {
     check_f32(in, 1, "sample: history");
     const Shape& hs = in[1].shape;
     check(hs.size() == 1 || (hs.size() == 2 && hs[1] == 1),
-          "sample: history must be [N] or [N, 1], got " + shape_str(hs));
+          [&] { return "sample: history must be [N] or [N, 1], got " + shape_str(hs); });
     hist = hs[0];
   }
   parse_params(p, hist);

@@ -44,11 +44,11 @@ Shape infer_reshape(const std::vector<TensorDesc>& in, const Params& p) {
   check(!s.empty(), "param shape must not be empty");
   if (infer_at >= 0) {
     check(known > 0 && in[0].numel() % known == 0,
-          "cannot infer -1 in " + js.dump() + " for " + std::to_string(in[0].numel()) + " values");
+          [&] { return "cannot infer -1 in " + js.dump() + " for " + std::to_string(in[0].numel()) + " values"; });
     s[infer_at] = in[0].numel() / known;
   }
-  check(shape_numel(s) == in[0].numel(), "reshape " + shape_str(in[0].shape) + " to " + js.dump() +
-                                             " changes the element count");
+  check(shape_numel(s) == in[0].numel(),
+        [&] { return "reshape " + shape_str(in[0].shape) + " to " + js.dump() + " changes the element count"; });
   return s;
 }
 
@@ -64,9 +64,10 @@ Shape infer_slice(const std::vector<TensorDesc>& in, const Params& p) {
   const bool last = is_last_axis(a, p);
   const int64_t dim = last ? a.shape.back() : a.shape[0];
   const int64_t start = p.int_("start"), length = p.int_("length");
-  check(start >= 0 && length >= 0 && start + length <= dim,
-        "slice [" + std::to_string(start) + ", " + std::to_string(start + length) + ") is outside an axis of " +
-            std::to_string(dim));
+  check(start >= 0 && length >= 0 && start + length <= dim, [&] {
+    return "slice [" + std::to_string(start) + ", " + std::to_string(start + length) + ") is outside an axis of " +
+           std::to_string(dim);
+  });
   Shape s = a.shape;
   (last ? s.back() : s[0]) = length;
   return s;
@@ -109,12 +110,12 @@ Shape infer_concat(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 1, "b");
   const TensorDesc &a = in[0], &b = in[1];
   check(!a.shape.empty() && a.shape.size() == b.shape.size(),
-        "a " + shape_str(a.shape) + " and b " + shape_str(b.shape) + " must have the same rank");
+        [&] { return "a " + shape_str(a.shape) + " and b " + shape_str(b.shape) + " must have the same rank"; });
   const bool last = is_last_axis(a, p);
   const size_t axis = last ? a.shape.size() - 1 : 0;
   for (size_t i = 0; i < a.shape.size(); ++i)
     check(i == axis || a.shape[i] == b.shape[i],
-          "a " + shape_str(a.shape) + " and b " + shape_str(b.shape) + " differ off the concat axis");
+          [&] { return "a " + shape_str(a.shape) + " and b " + shape_str(b.shape) + " differ off the concat axis"; });
   Shape s = a.shape;
   s[axis] += b.shape[axis];
   return s;
@@ -138,7 +139,7 @@ void run_concat(const OpInputs& in, const Params& p, Tensor& out) {
 
 Shape infer_transpose(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 0, "input");
-  check(in[0].shape.size() == 2, "transpose takes a 2-D tensor, got " + shape_str(in[0].shape));
+  check(in[0].shape.size() == 2, [&] { return "transpose takes a 2-D tensor, got " + shape_str(in[0].shape); });
   return {in[0].shape[1], in[0].shape[0]};
 }
 
@@ -158,7 +159,7 @@ Shape infer_zeros(const std::vector<TensorDesc>&, const Params& p) {
   Shape s;
   for (const auto& v : *p.get("shape")) {
     check(v.is_number() && v.get<double>() == std::floor(v.get<double>()) && v.get<double>() >= 0,
-          "param shape must hold integers >= 0, got " + p.get("shape")->dump());
+          [&] { return "param shape must hold integers >= 0, got " + p.get("shape")->dump(); });
     s.push_back(v.get<int64_t>());
   }
   check(!s.empty(), "param shape must not be empty");
@@ -177,7 +178,7 @@ Shape infer_causal_mask(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 0, "input");
   const Shape& s = in[0].shape;
   check(s.size() >= 2 && s[s.size() - 1] == s[s.size() - 2],
-        "causal_mask needs square trailing blocks [..., n, n], got " + shape_str(s));
+        [&] { return "causal_mask needs square trailing blocks [..., n, n], got " + shape_str(s); });
   return s;
 }
 
@@ -196,7 +197,7 @@ void run_causal_mask(const OpInputs& in, const Params&, Tensor& out) {
 
 Shape infer_embedding(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 0, "ids");
-  check(in[1].shape.size() == 2, "table must be 2-D [V, C], got " + shape_str(in[1].shape));
+  check(in[1].shape.size() == 2, [&] { return "table must be 2-D [V, C], got " + shape_str(in[1].shape); });
   Shape s = in[0].shape;
   if (s.size() == 2 && s[1] == 1) s.pop_back();  // ids as a column [T, 1]
   s.push_back(in[1].shape[1]);
@@ -226,12 +227,13 @@ Shape infer_cache_write(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 1, "values");
   const TensorDesc &cache = in[0], &v = in[1];
   check(!cache.shape.empty() && !v.shape.empty(), "cache and values must have at least one axis");
-  check(cache.cols() == v.cols(), "values are " + std::to_string(v.cols()) + " wide, the cache " +
-                                      std::to_string(cache.cols()));
+  check(cache.cols() == v.cols(),
+        [&] { return "values are " + std::to_string(v.cols()) + " wide, the cache " + std::to_string(cache.cols()); });
   const int64_t offset = p.int_("offset");
-  check(offset >= 0 && offset + v.rows() <= cache.rows(),
-        "writing rows [" + std::to_string(offset) + ", " + std::to_string(offset + v.rows()) +
-            ") overflows a cache of " + std::to_string(cache.rows()) + " rows");
+  check(offset >= 0 && offset + v.rows() <= cache.rows(), [&] {
+    return "writing rows [" + std::to_string(offset) + ", " + std::to_string(offset + v.rows()) +
+           ") overflows a cache of " + std::to_string(cache.rows()) + " rows";
+  });
   return cache.shape;
 }
 

@@ -14,6 +14,9 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y *= a
 void scale_f32(float a, float* y, int64_t n);
+// The sum of x[i]^2 for i < n, each square and the sum in double (in
+// lane-parallel order: a norm's statistic to double precision).
+double sum_squares_f64(const float* x, int64_t n);
 // out[i] = dot(q, k + i * stride, d) for i < n: one dispatch for a tile of
 // attention keys instead of one per key. Summed in another order than
 // dot_f32, but each out[i] depends on its own row only (the same bits
