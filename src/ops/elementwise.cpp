@@ -1,5 +1,6 @@
 // Elementwise ops: binary with the manifest's broadcast (same shape, a row
 // vector as wide as a, or one value), unary maps, and the gated pairs.
+#include <algorithm>
 #include <cmath>
 
 #include "core/threads.h"
@@ -45,15 +46,28 @@ void run_binary(const OpInputs& in, Tensor& out, F f) {
   });
 }
 
-void run_add(const OpInputs& in, const Params&, Tensor& out) {
-  run_binary(in, out, [](float x, float y) { return x + y; });
+// add, sub and mul on vectors: the generic loop above may not be vectorized
+// (out may alias an input), and a batched step's [8, 5632] mul took 15 us.
+// A row-vector b runs a row at a time, split where a chunk splits a row.
+void run_arith(const OpInputs& in, Tensor& out, simd::Binary op) {
+  const float* a = in[0]->f32();
+  const float* b = in[1]->f32();
+  float* o = out.f32();
+  const int64_t n = out.numel(), bn = in[1]->numel();
+  const bool scalar = bn == 1, same = bn == n && in[1]->shape == in[0]->shape;
+  parallel_for(n, kGrain, [&](int64_t i0, int64_t i1) {
+    if (same || scalar) return simd::binary_f32(op, a + i0, same ? b + i0 : b, scalar, o + i0, i1 - i0);
+    for (int64_t i = i0; i < i1;) {
+      const int64_t end = std::min(i1, (i / bn + 1) * bn);
+      simd::binary_f32(op, a + i, b + i % bn, false, o + i, end - i);
+      i = end;
+    }
+  });
 }
-void run_sub(const OpInputs& in, const Params&, Tensor& out) {
-  run_binary(in, out, [](float x, float y) { return x - y; });
-}
-void run_mul(const OpInputs& in, const Params&, Tensor& out) {
-  run_binary(in, out, [](float x, float y) { return x * y; });
-}
+
+void run_add(const OpInputs& in, const Params&, Tensor& out) { run_arith(in, out, simd::Binary::Add); }
+void run_sub(const OpInputs& in, const Params&, Tensor& out) { run_arith(in, out, simd::Binary::Sub); }
+void run_mul(const OpInputs& in, const Params&, Tensor& out) { run_arith(in, out, simd::Binary::Mul); }
 
 // --- unary ----------------------------------------------------------------
 

@@ -76,7 +76,7 @@ void run_rmsnorm(const OpInputs& in, const Params& p, Tensor& out) {
       const float* xr = x + r * G;
       const double ss = simd::sum_squares_f64(xr, G);
       const float inv = (float)(1.0 / std::sqrt(ss / G + eps));
-      for (int64_t c = 0; c < G; ++c) o[r * G + c] = xr[c] * inv * (g[c] + offset);
+      simd::scale_gain_f32(xr, inv, g, offset, o + r * G, G);
     }
   });
 }

@@ -42,6 +42,43 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// o[i] = a[i] (op) b[i], or (op) b[0] when b_scalar. Each lane rounds as
+// the scalar expression does, so the values are the same on every target.
+template <class Op>
+HWY_INLINE void BinaryLanes(const float* a, const float* b, bool b_scalar, float* o, int64_t n, Op op) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto b0 = hn::Set(d, b[0]);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto vb = b_scalar ? b0 : hn::LoadU(d, b + i);
+    hn::StoreU(op(d, hn::LoadU(d, a + i), vb), d, o + i);
+  }
+  for (; i < n; ++i) {
+    const float y = b_scalar ? b[0] : b[i];
+    o[i] = hn::GetLane(op(d, hn::Set(d, a[i]), hn::Set(d, y)));
+  }
+}
+
+void BinaryF32(int op, const float* a, const float* b, bool b_scalar, float* o, int64_t n) {
+  switch (op) {
+    case 0: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Add(x, y); });
+    case 1: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Sub(x, y); });
+    default: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Mul(x, y); });
+  }
+}
+
+// o[i] = (x[i] * s) * (g[i] + offset): a normalised row times its gain.
+void ScaleGainF32(const float* x, float s, const float* g, float offset, float* o, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto vs = hn::Set(d, s), voff = hn::Set(d, offset);
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vs), hn::Add(hn::LoadU(d, g + i), voff)), d, o + i);
+  for (; i < n; ++i) o[i] = x[i] * s * (g[i] + offset);
+}
+
 // Four chains of double lanes: the sum's rounding is a double's (the serial
 // loop it replaces waited ~4 cycles per value on one chain).
 double SumSquaresF64(const float* x, int64_t n) {
@@ -436,6 +473,8 @@ HWY_EXPORT(DotF32);
 HWY_EXPORT(AxpyF32);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(SumSquaresF64);
+HWY_EXPORT(BinaryF32);
+HWY_EXPORT(ScaleGainF32);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(WeightedRows);
 HWY_EXPORT(ExpShifted);
@@ -447,6 +486,12 @@ HWY_EXPORT(DequantRow);
 float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
 void scale_f32(float a, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, y, n); }
+void binary_f32(Binary op, const float* a, const float* b, bool b_scalar, float* o, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(static_cast<int>(op), a, b, b_scalar, o, n);
+}
+void scale_gain_f32(const float* x, float s, const float* g, float offset, float* o, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(ScaleGainF32)(x, s, g, offset, o, n);
+}
 double sum_squares_f64(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresF64)(x, n); }
 void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {
   HWY_DYNAMIC_DISPATCH(DotRows)(q, k, stride, n, d, out);

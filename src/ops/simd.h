@@ -14,6 +14,12 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // y *= a
 void scale_f32(float a, float* y, int64_t n);
+// o[i] = a[i] (op) b[i], or a[i] (op) b[0] for every i when b_scalar; o may
+// be a or b. Rounded as the scalar expression is.
+enum class Binary { Add = 0, Sub = 1, Mul = 2 };
+void binary_f32(Binary op, const float* a, const float* b, bool b_scalar, float* o, int64_t n);
+// o[i] = (x[i] * s) * (g[i] + offset): a normalised row times its gain.
+void scale_gain_f32(const float* x, float s, const float* g, float offset, float* o, int64_t n);
 // The sum of x[i]^2 for i < n, each square and the sum in double (in
 // lane-parallel order: a norm's statistic to double precision).
 double sum_squares_f64(const float* x, int64_t n);
