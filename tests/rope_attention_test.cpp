@@ -354,6 +354,29 @@ TEST(Rope, RecentTablesNeverStandInForOthers) {
   }
 }
 
+// infer and run remember parsed params that differ only in their offset
+// (and tables per offset): params that differ elsewhere, at the same
+// offset and alternating, each rotate by their own frequencies, and a bad
+// offset is still refused after good ones were remembered.
+TEST(Rope, RememberedParamsNeverStandInForOthers) {
+  const int64_t T = 2, C = 32;
+  const auto x = randn(T * C, 17);
+  std::vector<float> doubled(kInv16);
+  for (float& f : doubled) f *= 2.0f;
+  const std::vector<float>* freqs[] = {&kInv16, &doubled};
+  for (int round = 0; round < 3; ++round)
+    for (const std::vector<float>* inv : freqs) {
+      const json params = {{"headDim", 16}, {"offset", 4 + round % 2}, {"invFreq", *inv}};
+      expect_close(run_op("rope", {make({T, C}, x)}, params),
+                   naive_rope(x, T, C, 16, 16, false, 4 + round % 2, *inv), 2e-5f);
+    }
+  const TensorDesc d{DType::F32, {T, C}};
+  expect_bad_graph("rope", {d}, {{"headDim", 16}, {"invFreq", kInv16}, {"offset", INFINITY}},
+                   "param offset must be a finite number");
+  expect_bad_graph("rope", {d}, {{"headDim", 12}, {"invFreq", kInv16}, {"offset", 4}},
+                   "param invFreq must have 6 values");
+}
+
 // Rotates unit vectors at position 1, where the angle is inv_freq itself, and
 // reads back each frequency (atan2) and the cos/sin multiplier (hypot).
 void expect_freqs(json params, const std::vector<float>& want_inv, double want_att, int64_t rows = 1) {

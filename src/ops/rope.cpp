@@ -14,6 +14,7 @@
 #include "core/threads.h"
 #include "ops/op.h"
 #include "ops/rope.h"
+#include "ops/simd.h"
 
 namespace bonfire {
 
@@ -285,9 +286,42 @@ std::vector<float> rope_inv_freq(const json& scaling, double base, int64_t rot_d
 
 namespace {
 
+// Whether objects a and b hold the same fields, `skip` aside.
+bool equal_except(const json& a, const json& b, const char* skip) {
+  if (!a.is_object() || !b.is_object()) return a == b;
+  if (a.size() - a.count(skip) != b.size() - b.count(skip)) return false;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (it.key() == skip) continue;
+    const auto jt = b.find(it.key());
+    if (jt == b.end() || *jt != *it) return false;
+  }
+  return true;
+}
+
+// parse_rope, remembered per thread for params that differ only in their
+// offset: a batched decode step checks 44 rope nodes for every row, each at
+// its own position, and parsing invFreq and the scaling object each time
+// was a quarter of planning the step. The offset is checked here; the
+// reference stays valid until this thread's next call.
+const RopeConfig& parse_rope_cached(const Params& p) {
+  struct Entry {
+    json params;
+    RopeConfig config;
+  };
+  constexpr size_t kEntries = 4;
+  thread_local std::deque<Entry> recent;
+  const double offset = p.num("offset", 0.0);
+  check(std::isfinite(offset), "param offset must be a finite number");
+  for (const Entry& e : recent)
+    if (equal_except(e.params, p.all(), "offset")) return e.config;
+  recent.push_front({p.all(), parse_rope(p)});
+  if (recent.size() > kEntries) recent.pop_back();
+  return recent.front().config;
+}
+
 Shape infer_rope(const std::vector<TensorDesc>& in, const Params& p) {
   check_f32(in, 0, "x");
-  const RopeConfig c = parse_rope(p);
+  const RopeConfig& c = parse_rope_cached(p);
   const Shape& s = in[0].shape;
   check(s.size() >= 2, [&] { return "x must have rank 2 or more ([tokens, heads*headDim]), got " + shape_str(s); });
   check(s.back() % c.head_dim == 0, [&] {
@@ -311,8 +345,11 @@ std::shared_ptr<const RopeTables> cached_rope_tables(const json& params, int64_t
   constexpr size_t kEntries = 8;
   constexpr int64_t kMaxAngles = int64_t(1) << 16;  // per table: 512 KiB of cos and sin
   thread_local std::deque<Entry> recent;
+  // The offset first: the entries of one step differ in little else.
+  const auto offset_of = [](const json& p) { return p.is_object() ? p.value("offset", json()) : json(); };
+  const json offset = offset_of(params);
   for (const Entry& e : recent)
-    if (e.rows == rows && e.params == params) return e.tables;
+    if (e.rows == rows && offset_of(e.params) == offset && equal_except(e.params, params, "offset")) return e.tables;
   auto t = std::make_shared<const RopeTables>(rope_tables(params, rows));
   if (rows * (t->rot_dim / 2) > kMaxAngles) return t;  // a long prefill's: used once
   recent.push_front({params, rows, t});
@@ -345,11 +382,7 @@ void run_rope(const OpInputs& in, const Params& p, Tensor& out) {
             oh[2 * i + 1] = b * cs[i] + a * sn[i];
           }
         } else {  // NeoX/Llama: pairs (i, i + R/2)
-          for (int64_t i = 0; i < half; ++i) {
-            const float a = xh[i], b = xh[i + half];
-            oh[i] = a * cs[i] - b * sn[i];
-            oh[i + half] = b * cs[i] + a * sn[i];
-          }
+          simd::rotate_halves(xh, cs, sn, half, oh);
         }
         for (int64_t i = R; i < D; ++i) oh[i] = xh[i];  // partial rotary: the rest passes
       }

@@ -79,6 +79,27 @@ void ScaleGainF32(const float* x, float s, const float* g, float offset, float* 
   for (; i < n; ++i) o[i] = x[i] * s * (g[i] + offset);
 }
 
+// NeoX/Llama rotary pairs (i, i + half): o[i] = a c - b s, o[i + half] =
+// b c + a s with a = x[i], b = x[i + half]. Products and sums rounded
+// apart (no fused multiply-add), as the scalar expression is on a baseline
+// build, so every target rotates to the same bits.
+void RotateHalves(const float* x, const float* cs, const float* sn, int64_t half, float* o) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  int64_t i = 0;
+  for (; i + N <= half; i += N) {
+    const auto a = hn::LoadU(d, x + i), b = hn::LoadU(d, x + half + i);
+    const auto c = hn::LoadU(d, cs + i), s = hn::LoadU(d, sn + i);
+    hn::StoreU(hn::Sub(hn::Mul(a, c), hn::Mul(b, s)), d, o + i);
+    hn::StoreU(hn::Add(hn::Mul(b, c), hn::Mul(a, s)), d, o + half + i);
+  }
+  for (; i < half; ++i) {
+    const float a = x[i], b = x[i + half], ac = a * cs[i], bs = b * sn[i], bc = b * cs[i], as = a * sn[i];
+    o[i] = ac - bs;
+    o[i + half] = bc + as;
+  }
+}
+
 // Four chains of double lanes: the sum's rounding is a double's (the serial
 // loop it replaces waited ~4 cycles per value on one chain).
 double SumSquaresF64(const float* x, int64_t n) {
@@ -475,6 +496,7 @@ HWY_EXPORT(ScaleF32);
 HWY_EXPORT(SumSquaresF64);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(ScaleGainF32);
+HWY_EXPORT(RotateHalves);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(WeightedRows);
 HWY_EXPORT(ExpShifted);
@@ -491,6 +513,9 @@ void binary_f32(Binary op, const float* a, const float* b, bool b_scalar, float*
 }
 void scale_gain_f32(const float* x, float s, const float* g, float offset, float* o, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ScaleGainF32)(x, s, g, offset, o, n);
+}
+void rotate_halves(const float* x, const float* cs, const float* sn, int64_t half, float* o) {
+  HWY_DYNAMIC_DISPATCH(RotateHalves)(x, cs, sn, half, o);
 }
 double sum_squares_f64(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresF64)(x, n); }
 void dot_rows(const float* q, const float* k, int64_t stride, int64_t n, int64_t d, float* out) {

@@ -20,6 +20,10 @@ enum class Binary { Add = 0, Sub = 1, Mul = 2 };
 void binary_f32(Binary op, const float* a, const float* b, bool b_scalar, float* o, int64_t n);
 // o[i] = (x[i] * s) * (g[i] + offset): a normalised row times its gain.
 void scale_gain_f32(const float* x, float s, const float* g, float offset, float* o, int64_t n);
+// Rotary pairs (i, i + half) of one head: o[i] = x[i] cs[i] - x[i+half]
+// sn[i], o[i+half] = x[i+half] cs[i] + x[i] sn[i], each product rounded
+// before the sum. o may not overlap x.
+void rotate_halves(const float* x, const float* cs, const float* sn, int64_t half, float* o);
 // The sum of x[i]^2 for i < n, each square and the sum in double (in
 // lane-parallel order: a norm's statistic to double precision).
 double sum_squares_f64(const float* x, int64_t n);
