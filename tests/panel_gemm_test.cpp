@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -236,6 +237,54 @@ TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
   store.add("f", Tensor::view(DType::F32, {16, 64}, f32.data(), nullptr), "test");
   EXPECT_EQ(store.repack_for_cpu(), 0);
   EXPECT_FALSE(store.find("f")->repacked);
+}
+
+// gemm_nt_siblings (a layer's q, k and v in one split over the threads)
+// gives each product gemm_nt's bits, with weights of different heights
+// (one not a multiple of 32 rows), a non-finite x (every product then goes
+// on in f32, one by one), and outside a generation's scope.
+TEST(Int8Gemm, SiblingProductsAreEachProductsBits) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937 rng(17);
+  const int64_t K = 256;
+  const int64_t heights[] = {96, 48, 16};
+  WeightStore store;
+  std::vector<Weights> ws;
+  for (size_t i = 0; i < 3; ++i) {
+    ws.push_back(random_weights(DType::Q8_0, heights[i], K, rng));
+    store.add("w" + std::to_string(i),
+              Tensor::view(DType::Q8_0, {heights[i], K}, const_cast<uint8_t*>(ws[i].bytes.data()), nullptr), "test");
+  }
+  store.repack_for_cpu();
+  std::vector<WeightRows> rows;
+  for (size_t i = 0; i < 3; ++i) rows.push_back(weight_rows(*store.find("w" + std::to_string(i))));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (const int64_t M : {1, 5, 8}) {
+    for (const bool finite : {true, false}) {
+      for (const bool scoped : {true, false}) {
+        std::vector<float> x(M * K);
+        for (auto& v : x) v = d(rng);
+        if (!finite) x[K + 3 < M * K ? K + 3 : 3] = NAN;
+        std::vector<std::vector<float>> want(3), got(3);
+        std::vector<float*> outs;
+        for (size_t i = 0; i < 3; ++i) {
+          want[i].resize(M * heights[i]);
+          got[i].assign(M * heights[i], -1.0f);
+          outs.push_back(got[i].data());
+        }
+        {
+          std::optional<Int8Scope> scope;
+          if (scoped) scope.emplace();
+          for (size_t i = 0; i < 3; ++i) gemm_nt(x.data(), M, K, rows[i], want[i].data(), heights[i]);
+          gemm_nt_siblings(x.data(), M, K, rows, outs);
+        }
+        for (size_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < M * heights[i]; ++j)
+            ASSERT_TRUE(same_bits(got[i][j], want[i][j]))
+                << "product " << i << " M=" << M << " finite=" << finite << " scoped=" << scoped << " at " << j;
+      }
+    }
+  }
 }
 
 TEST(HalfGemm, PackedKernelIsTheReferenceBitForBit) {

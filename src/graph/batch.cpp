@@ -205,35 +205,72 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
   std::mutex pool_mu;              // rows running side by side take their outputs from `pool`
   std::vector<Tensor> inputs_tmp;  // stacked copies of per-row inputs, for this node only
   int64_t nodes_once = 0;
+  // A node run once: its inputs (per-row values stacked into inputs_tmp)
+  // and its plan, with a stacked output's rows multiplied.
+  auto once_inputs = [&](const GraphNode& node) {
+    inputs_tmp.assign(node.in.size(), Tensor());
+    OpInputs in;
+    for (size_t k = 0; k < node.in.size(); ++k) {
+      const Ref& ref = node.in[k];
+      if (ref.kind == Ref::Input) {
+        in.push_back(const_cast<Tensor*>(&stacked_inputs.at(ref.name)));
+      } else if (ref.kind == Ref::Weight) {
+        in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
+      } else if (kind[ref.node] == Kind::PerRow) {
+        inputs_tmp[k] = stack(per_row[ref.node], pool);
+        in.push_back(&inputs_tmp[k]);
+      } else {
+        in.push_back(&one[ref.node]);
+      }
+    }
+    return in;
+  };
+  auto once_plan = [&](size_t i) {
+    detail::Planned p = plan[0][i];
+    if (kind[i] == Kind::Stacked) {
+      if (p.out.shape.empty()) p.out.shape = {1};
+      p.out.shape[0] *= static_cast<int64_t>(B);
+    }
+    return p;
+  };
+  // Sibling products run together when they run once, of one kind, on an
+  // input 0 that needs no stacking.
+  auto siblings = [&](size_t i) {
+    size_t n = detail::sibling_count(g, i);
+    if (n == 1) return n;
+    const Ref& x = g.nodes[i].in[0];  // siblings have one
+    if (x.kind == Ref::Node && kind[x.node] == Kind::PerRow) return size_t{1};
+    for (size_t k = 1; k < n; ++k)
+      if (kind[i + k] != kind[i]) n = k;
+    return n;
+  };
+  size_t ran_until = 0;  // nodes before this one ran already, with a sibling before them
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     detail::check_deadline(limits, node);
-    if (kind[i] != Kind::PerRow) {
-      inputs_tmp.assign(node.in.size(), Tensor());
-      OpInputs in;
-      for (size_t k = 0; k < node.in.size(); ++k) {
-        const Ref& ref = node.in[k];
-        if (ref.kind == Ref::Input) {
-          in.push_back(const_cast<Tensor*>(&stacked_inputs.at(ref.name)));
-        } else if (ref.kind == Ref::Weight) {
-          in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
-        } else if (kind[ref.node] == Kind::PerRow) {
-          inputs_tmp[k] = stack(per_row[ref.node], pool);
-          in.push_back(&inputs_tmp[k]);
-        } else {
-          in.push_back(&one[ref.node]);
-        }
-      }
-      detail::Planned p = plan[0][i];
-      if (kind[i] == Kind::Stacked) {
-        if (p.out.shape.empty()) p.out.shape = {1};
-        p.out.shape[0] *= static_cast<int64_t>(B);
-      }
-      Tensor& out = one[i];
-      detail::prepare_output(node, p.out, in, out, &pool);
-      detail::run_node(node, in, p.params, out);
+    if (i < ran_until) {
+      // ran with its sibling
+    } else if (const size_t n = kind[i] == Kind::PerRow ? 0 : siblings(i); n == 1) {
+      const OpInputs in = once_inputs(node);
+      const detail::Planned p = once_plan(i);
+      detail::prepare_output(node, p.out, in, one[i], &pool);
+      detail::run_node(node, in, p.params, one[i]);
       ++nodes_once;
       for (auto& t : inputs_tmp) pool.give(t);
+    } else if (n > 1) {
+      std::vector<OpInputs> ins;
+      std::vector<Params> params;
+      std::vector<Tensor*> outs;
+      for (size_t k = i; k < i + n; ++k) {
+        ins.push_back(once_inputs(g.nodes[k]));  // input 0 is not per-row: nothing is stacked
+        const detail::Planned p = once_plan(k);
+        detail::prepare_output(g.nodes[k], p.out, ins.back(), one[k], &pool);
+        params.push_back(p.params);
+        outs.push_back(&one[k]);
+      }
+      detail::run_siblings(g, i, ins, params, outs);
+      nodes_once += static_cast<int64_t>(n);
+      ran_until = i + n;
     } else {
       per_row[i].resize(B);
       auto run_row = [&](size_t r) {

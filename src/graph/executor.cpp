@@ -172,6 +172,54 @@ void run_node(const GraphNode& node, const OpInputs& in, const Params& params, T
   }
 }
 
+size_t sibling_count(const Graph& g, size_t i) {
+  const GraphNode& a = g.nodes[i];
+  auto weights_besides_input0 = [](const GraphNode& n) {
+    for (size_t k = 1; k < n.in.size(); ++k)
+      if (n.in[k].kind != Ref::Weight) return false;
+    return !n.in.empty();
+  };
+  if (!a.op->run_siblings || !a.exprs.empty() || !weights_besides_input0(a)) return 1;
+  size_t n = 1;
+  for (; i + n < g.nodes.size(); ++n) {
+    const GraphNode& b = g.nodes[i + n];
+    const bool same_input = b.in.size() == a.in.size() && b.in[0].kind == a.in[0].kind &&
+                            b.in[0].node == a.in[0].node && b.in[0].name == a.in[0].name;
+    if (b.op != a.op || !b.exprs.empty() || !same_input || !weights_besides_input0(b)) break;
+  }
+  return n;
+}
+
+void run_siblings(const Graph& g, size_t i, const std::vector<OpInputs>& in, const std::vector<Params>& params,
+                  const std::vector<Tensor*>& out) {
+  const GraphNode& first = g.nodes[i];
+  const bool prof = profiling();
+  const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  try {
+    first.op->run_siblings(in, params, out);
+  } catch (Error& e) {
+    if (e.node.empty()) e.node = first.id;
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::TooLarge, "out of memory while running the node", first.id);
+  }
+  if (!prof) return;
+  // Each node is credited with a share of the time by the bytes it streams.
+  const auto took = std::chrono::steady_clock::now() - started;
+  double total = 0;
+  std::vector<double> bytes;
+  for (const OpInputs& ins : in) {
+    double b = 0;
+    for (size_t k = 1; k < ins.size(); ++k) b += static_cast<double>(ins[k]->nbytes());
+    bytes.push_back(b);
+    total += b;
+  }
+  for (size_t k = 0; k < in.size(); ++k)
+    profile_node(g.nodes[i + k], in[k],
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     took * (total > 0 ? bytes[k] / total : 1.0 / static_cast<double>(in.size()))));
+}
+
 const Tensor* external_value(const Ref& r, const std::string& node, const std::map<std::string, Tensor>& inputs,
                              const WeightLookup& weights, Session* session, bool need_data) {
   switch (r.kind) {
@@ -261,15 +309,33 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
     BufferPool& pool;
     ~Trim() { pool.trim(); }
   } trim_on_exit{pool};
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const GraphNode& node = g.nodes[i];
-    detail::check_deadline(limits, node);
+  auto inputs_of = [&](const GraphNode& node) {
     OpInputs in;
     for (const auto& r : node.in)
       in.push_back(r.kind == Ref::Node ? &values[r.node] : const_cast<Tensor*>(external(r, node.id)));
-    Tensor& out = values[i];
-    detail::prepare_output(node, plan[i].out, in, out, &pool);
-    detail::run_node(node, in, plan[i].params, out);
+    return in;
+  };
+  size_t ran_until = 0;  // nodes before this one ran already, with a sibling before them
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    detail::check_deadline(limits, node);
+    if (const size_t n = i < ran_until ? 0 : detail::sibling_count(g, i); n == 1) {
+      const OpInputs in = inputs_of(node);
+      detail::prepare_output(node, plan[i].out, in, values[i], &pool);
+      detail::run_node(node, in, plan[i].params, values[i]);
+    } else if (n > 1) {
+      std::vector<OpInputs> ins;
+      std::vector<Params> params;
+      std::vector<Tensor*> outs;
+      for (size_t k = i; k < i + n; ++k) {
+        ins.push_back(inputs_of(g.nodes[k]));
+        detail::prepare_output(g.nodes[k], plan[k].out, ins.back(), values[k], &pool);
+        params.push_back(plan[k].params);
+        outs.push_back(&values[k]);
+      }
+      detail::run_siblings(g, i, ins, params, outs);
+      ran_until = i + n;
+    }
     for (const auto& r : node.in)
       if (r.kind == Ref::Node && last_use[r.node] == (int)i && !pinned[r.node]) pool.give(values[r.node]);
     if (last_use[i] < 0 && !pinned[i]) pool.give(values[i]);

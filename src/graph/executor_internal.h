@@ -78,4 +78,14 @@ void check_deadline(const Limits& limits, const GraphNode& node);
 // the profile hook and errors naming the node.
 void run_node(const GraphNode& node, const OpInputs& in, const Params& params, Tensor& out);
 
+// How many nodes from i on run together through their op's run_siblings:
+// i and the nodes right after it of the same op, without expressions, that
+// read the same input 0 and only weights besides (a layer's q, k and v
+// products; its gate and up). 1 when none follow or the op has no such run.
+size_t sibling_count(const Graph& g, size_t i);
+
+// Runs nodes [i, i + in.size()) through run_siblings, as run_node runs one.
+void run_siblings(const Graph& g, size_t i, const std::vector<OpInputs>& in, const std::vector<Params>& params,
+                  const std::vector<Tensor*>& out);
+
 }  // namespace bonfire::detail

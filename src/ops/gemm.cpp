@@ -83,6 +83,33 @@ void for_panel_chunks(int64_t N, const std::function<void(int64_t, int64_t)>& fn
                [&](int64_t p0, int64_t p1) { fn(p0 * kPanels, std::min(N, p1 * kPanels)); });
 }
 
+// x's M rows of K quantized to int8 blocks in this thread's reusable
+// buffer (valid until its next call); null when x holds a non-finite value.
+const simd::ActBlock* quantized_rows(const float* x, int64_t M, int64_t ldx, int64_t K) {
+  thread_local std::vector<simd::ActBlock> xq;
+  const int64_t blocks = K / 32;
+  xq.resize(static_cast<size_t>(M * blocks));
+  for (int64_t m = 0; m < M; ++m)
+    if (!simd::quantize_activations(x + m * ldx, K, &xq[m * blocks])) return nullptr;
+  return xq.data();
+}
+
+// quantized_rows' blocks with their sums, as the tiled kernel takes them
+// (the sums in this thread's buffer, valid until its next call).
+simd::Int8Rows int8_rows(const simd::ActBlock* q, int64_t M, int64_t K) {
+  thread_local std::vector<int32_t> sums;
+  sums.resize(static_cast<size_t>(M * (K / 32)));
+  simd::int8_block_sums(q, M * (K / 32), sums.data());
+  return {q, sums.data(), M};
+}
+
+// Whether a product with w runs on the tiled int8 kernel from packed panels
+// on this thread (any row count: see gemm_nt_int8).
+bool int8_panels(const WeightRows& w) {
+  return (thread_flags() & kInt8Allowed) && g_int8.load(std::memory_order_relaxed) != Int8Activations::Off &&
+         w.panels && simd::int8_gemm_available(w.dtype, w.cols);
+}
+
 // The int8 path: x's rows quantized once (into this thread's reusable
 // buffer), then every weight row dotted with each, or, where the CPU has the
 // tiled kernel (ops/int8_gemm.h), panels of weight rows against tiles of x.
@@ -99,18 +126,12 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
   if ((mode == Int8Activations::Small && M >= kInt8Rows && !tiled && !(thread_flags() & kInt8AnyRows)) ||
       !simd::int8_dot_supported(w.dtype, K))
     return false;
-  thread_local std::vector<simd::ActBlock> xq;
-  thread_local std::vector<int32_t> sums;
+  const simd::ActBlock* q = quantized_rows(x, M, ldx, K);
+  if (!q) return false;
   const int64_t blocks = K / 32;
-  xq.resize(static_cast<size_t>(M * blocks));
-  for (int64_t m = 0; m < M; ++m)
-    if (!simd::quantize_activations(x + m * ldx, K, &xq[m * blocks])) return false;
   const int64_t stride = row_bytes(w.dtype, K);
-  const simd::ActBlock* q = xq.data();
   if (tiled) {
-    sums.resize(xq.size());
-    simd::int8_block_sums(q, M * blocks, sums.data());
-    const simd::Int8Rows rows{q, sums.data(), M};
+    const simd::Int8Rows rows = int8_rows(q, M, K);
     for_panel_chunks(N, [&](int64_t n0, int64_t n1) {
       if (w.panels)
         simd::int8_gemm_packed(w.dtype, w.panels + n0 / 16 * simd::int8_panel_stride(w.dtype, K), n1 - n0, K, rows,
@@ -121,9 +142,10 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
     });
     return true;
   }
+  thread_local std::vector<int32_t> sums;  // k-quants' dots take the plain sums
   const int32_t* xsums = nullptr;
   if (simd::int8_dot_needs_sums(w.dtype)) {
-    sums.resize(xq.size());
+    sums.resize(static_cast<size_t>(M * blocks));
     simd::activation_sums(q, M * blocks, sums.data());
     xsums = sums.data();
   }
@@ -168,6 +190,32 @@ WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
     w.panels = t.repacked.get() + first / 16 * (is_half(t.dtype) ? simd::half_panel_stride(w.cols)
                                                                   : simd::int8_panel_stride(t.dtype, w.cols));
   return w;
+}
+
+void gemm_nt_siblings(const float* x, int64_t M, int64_t ldx, const std::vector<WeightRows>& w,
+                      const std::vector<float*>& out) {
+  bool together = w.size() > 1;
+  for (const WeightRows& wi : w) together = together && int8_panels(wi) && wi.cols == w[0].cols;
+  const int64_t K = w.empty() ? 0 : w[0].cols;
+  const simd::ActBlock* q = together ? quantized_rows(x, M, ldx, K) : nullptr;
+  if (!q) {  // one by one, each as gemm_nt decides (a non-finite x goes on in f32)
+    for (size_t i = 0; i < w.size(); ++i) gemm_nt(x, M, ldx, w[i], out[i], w[i].rows);
+    return;
+  }
+  const simd::Int8Rows rows = int8_rows(q, M, K);
+  // Every product's pairs of 16-row panels, numbered one after another, so
+  // one split over the threads covers them all.
+  std::vector<int64_t> first(w.size() + 1, 0);
+  for (size_t i = 0; i < w.size(); ++i) first[i + 1] = first[i] + (w[i].rows + 31) / 32;
+  parallel_for(first.back(), 1, [&](int64_t p0, int64_t p1) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      const int64_t a = std::max(p0, first[i]), b = std::min(p1, first[i + 1]);
+      if (a >= b) continue;
+      const int64_t n0 = (a - first[i]) * 32, n1 = std::min(w[i].rows, (b - first[i]) * 32);
+      simd::int8_gemm_packed(w[i].dtype, w[i].panels + n0 / 16 * simd::int8_panel_stride(w[i].dtype, K), n1 - n0, K,
+                             rows, out[i] + n0, w[i].rows, nullptr);
+    }
+  });
 }
 
 void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,

@@ -4,6 +4,7 @@
 // worker's threads; called from inside a parallel region it runs inline.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "core/threads.h"
@@ -30,6 +31,15 @@ inline WeightRows weight_rows(const Tensor& t) { return weight_rows(t, 0, t.rows
 // `ldx` and `ldo` are the row strides of x and out in elements.
 void gemm_nt(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
              const float* bias = nullptr);
+
+// Products of the same x with several weights at once (a layer's q, k and
+// v projections; its gate and up): out[i][M, w[i].rows] = x · w[i]ᵀ, each
+// out[i] dense. Where every weight runs on the tiled int8 kernel, x is
+// quantized once and one split over the threads covers all their panels
+// (the values are gemm_nt's: each output row depends only on its weight
+// row and x); otherwise each runs through gemm_nt.
+void gemm_nt_siblings(const float* x, int64_t M, int64_t ldx, const std::vector<WeightRows>& w,
+                      const std::vector<float*>& out);
 
 // Where q8_0 and q4_0 weights meet activations quantized to int8
 // (ops/int8_dot.h) instead of f32. Only inside an Int8Scope: generation

@@ -42,6 +42,23 @@ void run_product(const OpInputs& in, const Params& p, Tensor& out) {
     gemm_nn(a.f32(), M, K, weight_rows(b), out.f32(), N, bias);
 }
 
+// One activation against several weights (ops/gemm.h's gemm_nt_siblings).
+void run_product_siblings(const std::vector<OpInputs>& in, const std::vector<Params>& p,
+                          const std::vector<Tensor*>& out) {
+  std::vector<WeightRows> w;
+  std::vector<float*> o;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!p[i].flag("transB", false)) {  // not the checkpoints' layout: one by one
+      for (size_t j = 0; j < in.size(); ++j) run_product(in[j], p[j], *out[j]);
+      return;
+    }
+    w.push_back(weight_rows(*in[i][1]));
+    o.push_back(out[i]->f32());
+  }
+  const Tensor& a = *in[0][0];
+  gemm_nt_siblings(a.f32(), a.rows(), a.cols(), w, o);
+}
+
 }  // namespace
 
 void register_matmul_ops(std::vector<OpDef>& ops) {
@@ -51,6 +68,7 @@ void register_matmul_ops(std::vector<OpDef>& ops) {
   matmul.params = {{"transB", ParamType::Bool, true}};
   matmul.infer = infer_product;
   matmul.run = run_product;
+  matmul.run_siblings = run_product_siblings;
   matmul.packed_inputs = 1u << 1;
   matmul.rows = RowRule::FirstOperand;
   ops.push_back(matmul);
@@ -58,6 +76,7 @@ void register_matmul_ops(std::vector<OpDef>& ops) {
   OpDef linear = matmul;
   linear.name = "linear";
   linear.min_inputs = linear.max_inputs = 3;
+  linear.run_siblings = nullptr;  // each has its own bias
   ops.push_back(linear);
 }
 

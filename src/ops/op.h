@@ -102,6 +102,12 @@ struct OpDef {
   // weight stays packed). Then `out` arrives unallocated and run() makes it
   // a view of the input. Unset means f32.
   DType (*out_dtype)(const std::vector<TensorDesc>& in, const Params& p) = nullptr;
+  // Optional: runs several nodes of this op at once that read the same
+  // input 0 and only weights besides (a layer's q, k and v products), each
+  // out[i] filled as run(in[i], p[i], *out[i]) fills it (graph/executor's
+  // sibling_count finds them).
+  void (*run_siblings)(const std::vector<OpInputs>& in, const std::vector<Params>& p,
+                       const std::vector<Tensor*>& out) = nullptr;
   int mutates_input = -1;  // the output is this input, written in place (cache_write)
   // Bit i: input i is also advanced in place (short_conv's state, a scan's
   // state tensors). The manifest's `writesInput` is one such bit.
