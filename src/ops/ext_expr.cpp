@@ -240,10 +240,10 @@ Program build_program(const Params& p, size_t n_in) {
     for (size_t i = 0; i < init.size(); ++i) {
       auto [name, src] = split_statement(init[i], "init[" + std::to_string(i) + "]");
       Stmt st{slot_of(g.vars, name), compile(src, visible)};
-      check(st.target < 0 || (size_t)st.target >= g.first_state(), [&] {
-        return "init[" + std::to_string(i) + "] assigns \"" + name +
-               "\", which is an index, input or weight; assign a state tensor or a new name";
-      });
+      // An eager message: clang before 16 cannot capture a structured binding.
+      check(st.target < 0 || (size_t)st.target >= g.first_state(),
+            "init[" + std::to_string(i) + "] assigns \"" + name +
+                "\", which is an index, input or weight; assign a state tensor or a new name");
       if (st.target < 0) {  // a temporary, visible to later statements
         visible.push_back(name);
         g.vars.push_back(name);
@@ -260,8 +260,7 @@ Program build_program(const Params& p, size_t n_in) {
   check(p.has("readout"), "recurrence needs param \"readout\" (the output expression)");
   for (size_t i = 0; i < lets.size(); ++i) {
     auto [name, src] = split_statement(lets[i], "let[" + std::to_string(i) + "]");
-    check(slot_of(g.vars, name) < 0,
-          [&] { return "let[" + std::to_string(i) + "] defines \"" + name + "\", which already exists"; });
+    check(slot_of(g.vars, name) < 0, "let[" + std::to_string(i) + "] defines \"" + name + "\", which already exists");
     Stmt st{(int)g.vars.size(), compile(src, g.vars)};  // sees only earlier lets
     g.vars.push_back(name);
     g.lets.push_back(std::move(st));
@@ -270,7 +269,7 @@ Program build_program(const Params& p, size_t n_in) {
     auto [name, src] = split_statement(updates[i], "update[" + std::to_string(i) + "]");
     const int slot = slot_of(g.vars, name);
     check(slot >= (int)g.first_state() && slot < (int)g.first_temp(),
-          [&] { return "update[" + std::to_string(i) + "] assigns \"" + name + "\", which is not a state tensor"; });
+          "update[" + std::to_string(i) + "] assigns \"" + name + "\", which is not a state tensor");
     g.updates.push_back({slot, compile(src, g.vars)});
   }
   g.readout = compile(p.str("readout", ""), g.vars);
