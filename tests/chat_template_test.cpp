@@ -141,6 +141,20 @@ TEST(JinjaFeatures, RunawayTemplatesFail) {
                Error);
 }
 
+// Indices and slice bounds far past any length (an integer literal of 48
+// digits, as the fuzzer wrote one) are out of range, as jinja2 has them:
+// nothing, or the whole list, never undefined behaviour.
+TEST(JinjaFeatures, HugeIndicesAreOutOfRange) {
+  const std::string huge = "188888888888888888888888888888888888888888888888";
+  const auto render = [](const std::string& src) { return ChatTemplate(src).render(json::array(), false, json()); };
+  EXPECT_EQ(render("[{{ [1, 2, 3][" + huge + "] }}]"), "[]");
+  EXPECT_EQ(render("[{{ [1, 2, 3][-" + huge + "] }}]"), "[]");
+  EXPECT_EQ(render("[{{ 'abc'[" + huge + "] }}]"), "[]");
+  EXPECT_EQ(render("{{ [1, 2, 3][-" + huge + ":" + huge + "] }}"), "[1, 2, 3]");
+  EXPECT_EQ(render("{{ [1, 2, 3][::" + huge + "] }}"), "[1]");
+  EXPECT_EQ(render("{{ [1, 2, 3][::-" + huge + "] }}"), "[3]");
+}
+
 // strftime_now reads the local clock; libc's strftime of the same moment is
 // the reference (the goldens can only check the directives that do not move).
 TEST(JinjaFeatures, StrftimeNowMatchesLibc) {

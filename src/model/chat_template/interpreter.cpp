@@ -1,5 +1,6 @@
 #include "model/chat_template/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -40,21 +41,30 @@ bool nullish(const Value& v) { return v.is_undefined() || v.is_null(); }
 bool numeric_like(const Value& v) { return v.is_number() || v.kind == Kind::Bool; }
 double numeric(const Value& v) { return v.kind == Kind::Bool ? (v.b ? 1 : 0) : v.num; }
 
+// An integer value as an index or step: clamped to +-2^62, which is past
+// any length and still leaves room to add one (a template may write 1e47,
+// and converting that to long long is undefined behaviour); NaN is 0.
+long long as_index(double v) {
+  constexpr double kFar = 0x1p62;
+  if (!(v == v)) return 0;
+  return static_cast<long long>(std::clamp(v, -kFar, kFar));
+}
+
 std::vector<Value> slice(const std::vector<Value>& items, const Value& start_v, const Value& stop_v,
                          const Value& step_v) {
   const long long len = static_cast<long long>(items.size());
-  const long long step = step_v.is_undefined() ? 1 : static_cast<long long>(step_v.num);
+  const long long step = step_v.is_undefined() ? 1 : as_index(step_v.num);
   const int direction = step > 0 ? 1 : step < 0 ? -1 : 0;
   long long start, stop;
   if (direction >= 0) {
-    start = start_v.is_undefined() ? 0 : static_cast<long long>(start_v.num);
+    start = start_v.is_undefined() ? 0 : as_index(start_v.num);
     start = start < 0 ? std::max(len + start, 0LL) : std::min(start, len);
-    stop = stop_v.is_undefined() ? len : static_cast<long long>(stop_v.num);
+    stop = stop_v.is_undefined() ? len : as_index(stop_v.num);
     stop = stop < 0 ? std::max(len + stop, 0LL) : std::min(stop, len);
   } else {
-    start = start_v.is_undefined() ? len - 1 : static_cast<long long>(start_v.num);
+    start = start_v.is_undefined() ? len - 1 : as_index(start_v.num);
     start = start < 0 ? std::max(len + start, -1LL) : std::min(start, len - 1);
-    stop = stop_v.is_undefined() ? -1 : static_cast<long long>(stop_v.num);
+    stop = stop_v.is_undefined() ? -1 : as_index(stop_v.num);
     stop = stop < -1 ? std::max(len + stop, -1LL) : std::min(stop, len - 1);
   }
   std::vector<Value> out;
@@ -383,7 +393,7 @@ Value Interpreter::eval_member(const Node& n, const EnvPtr& env) {
   }
   if (object.is_array() || object.is_string()) {
     if (property.kind == Kind::Int) {
-      long long i = static_cast<long long>(property.num);
+      long long i = as_index(property.num);
       if (object.is_string()) {
         std::string ch;
         return utf16_at(object.s(), i, &ch) ? Value::string(ch) : Value::undefined();
