@@ -158,18 +158,27 @@ void check_deadline(const Limits& limits, const GraphNode& node) {
                 node.id);
 }
 
-void run_node(const GraphNode& node, const OpInputs& in, const Params& params, Tensor& out) {
+// Runs `fn` as node `node`'s work: its errors name the node, and running
+// out of memory is TooLarge. Returns the time taken when profiling (the
+// clock is not read otherwise).
+template <typename Fn>
+std::chrono::steady_clock::duration run_as(const GraphNode& node, Fn&& fn) {
   const bool prof = profiling();
   const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
-    node.op->run(in, params, out);
-    if (prof) profile_node(node, in, std::chrono::steady_clock::now() - started);
+    fn();
   } catch (Error& e) {
     if (e.node.empty()) e.node = node.id;
     throw;
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::TooLarge, "out of memory while running the node", node.id);
   }
+  return prof ? std::chrono::steady_clock::now() - started : std::chrono::steady_clock::duration{};
+}
+
+void run_node(const GraphNode& node, const OpInputs& in, const Params& params, Tensor& out) {
+  const auto took = run_as(node, [&] { node.op->run(in, params, out); });
+  if (profiling()) profile_node(node, in, took);
 }
 
 size_t sibling_count(const Graph& g, size_t i) {
@@ -183,9 +192,9 @@ size_t sibling_count(const Graph& g, size_t i) {
   size_t n = 1;
   for (; i + n < g.nodes.size(); ++n) {
     const GraphNode& b = g.nodes[i + n];
-    const bool same_input = b.in.size() == a.in.size() && b.in[0].kind == a.in[0].kind &&
-                            b.in[0].node == a.in[0].node && b.in[0].name == a.in[0].name;
-    if (b.op != a.op || !b.exprs.empty() || !same_input || !weights_besides_input0(b)) break;
+    if (b.op != a.op || !b.exprs.empty() || b.in.size() != a.in.size() || !(b.in[0] == a.in[0]) ||
+        !weights_besides_input0(b))
+      break;
   }
   return n;
 }
@@ -193,19 +202,9 @@ size_t sibling_count(const Graph& g, size_t i) {
 void run_siblings(const Graph& g, size_t i, const std::vector<OpInputs>& in, const std::vector<Params>& params,
                   const std::vector<Tensor*>& out) {
   const GraphNode& first = g.nodes[i];
-  const bool prof = profiling();
-  const auto started = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  try {
-    first.op->run_siblings(in, params, out);
-  } catch (Error& e) {
-    if (e.node.empty()) e.node = first.id;
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::TooLarge, "out of memory while running the node", first.id);
-  }
-  if (!prof) return;
+  const auto took = run_as(first, [&] { first.op->run_siblings(in, params, out); });
+  if (!profiling()) return;
   // Each node is credited with a share of the time by the bytes it streams.
-  const auto took = std::chrono::steady_clock::now() - started;
   double total = 0;
   std::vector<double> bytes;
   for (const OpInputs& ins : in) {

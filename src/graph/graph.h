@@ -24,6 +24,7 @@ struct Ref {
   std::string name;
   int node = -1;  // index of the node, for Kind::Node
   std::string text() const;  // as written: "x", "w:x", "s:x"
+  bool operator==(const Ref&) const = default;
 };
 
 struct GraphNode {

@@ -44,27 +44,22 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
 
 // o[i] = a[i] (op) b[i], or (op) b[0] when b_scalar. Each lane rounds as
 // the scalar expression does, so the values are the same on every target.
+// `op` takes two vectors or two floats.
 template <class Op>
 HWY_INLINE void BinaryLanes(const float* a, const float* b, bool b_scalar, float* o, int64_t n, Op op) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
   const auto b0 = hn::Set(d, b[0]);
   int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto vb = b_scalar ? b0 : hn::LoadU(d, b + i);
-    hn::StoreU(op(d, hn::LoadU(d, a + i), vb), d, o + i);
-  }
-  for (; i < n; ++i) {
-    const float y = b_scalar ? b[0] : b[i];
-    o[i] = hn::GetLane(op(d, hn::Set(d, a[i]), hn::Set(d, y)));
-  }
+  for (; i + N <= n; i += N) hn::StoreU(op(hn::LoadU(d, a + i), b_scalar ? b0 : hn::LoadU(d, b + i)), d, o + i);
+  for (; i < n; ++i) o[i] = op(a[i], b_scalar ? b[0] : b[i]);
 }
 
 void BinaryF32(int op, const float* a, const float* b, bool b_scalar, float* o, int64_t n) {
   switch (op) {
-    case 0: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Add(x, y); });
-    case 1: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Sub(x, y); });
-    default: return BinaryLanes(a, b, b_scalar, o, n, [](auto d, auto x, auto y) { return hn::Mul(x, y); });
+    case 0: return BinaryLanes(a, b, b_scalar, o, n, [](auto x, auto y) { return x + y; });
+    case 1: return BinaryLanes(a, b, b_scalar, o, n, [](auto x, auto y) { return x - y; });
+    default: return BinaryLanes(a, b, b_scalar, o, n, [](auto x, auto y) { return x * y; });
   }
 }
 
