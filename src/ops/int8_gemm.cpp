@@ -186,9 +186,13 @@ void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
 // panel block, into acc — the arithmetic int8_gemm.h promises.
 // k holds unsigned bytes w + (128 >> kShift): w + 128 for bytes, the raw
 // nibble (w + 8) for q4_0 panels, so the start subtracts sum >> kShift.
+// Row m's activation block is x[m * stride] and its sum sum[m * sum_stride]:
+// one base pointer and a stride, not an array of row pointers, which GCC
+// packed into vector registers and took apart again every block (about 40
+// instructions a block for 8 rows).
 template <int MR, int kShift = 0>
-HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* xb, const int32_t* const* sum,
-                           __m512* acc) {
+HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* x, int64_t stride, const int32_t* sum,
+                           int64_t sum_stride, __m512* acc) {
   // Up to four rows, two chains per row (groups 0-3 and 4-7), added at the
   // end: integer sums, so the result is the same, and a one-row step does not
   // wait on eight dependent multiply-adds per block. More rows hide that
@@ -196,14 +200,15 @@ HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* x
   constexpr bool kTwoChains = MR <= 4;
   __m512i dot[MR], tail[MR];
 #pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) dot[m] = _mm512_set1_epi32(-(*sum[m] >> kShift)), tail[m] = _mm512_setzero_si512();
+  for (int m = 0; m < MR; ++m)
+    dot[m] = _mm512_set1_epi32(-(sum[m * sum_stride] >> kShift)), tail[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j)
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       int32_t four[2];
-      std::memcpy(&four[0], xb[m]->qs + 4 * j, sizeof four[0]);
-      std::memcpy(&four[1], xb[m]->qs + 4 * (j + 4), sizeof four[1]);
+      std::memcpy(&four[0], x[m * stride].qs + 4 * j, sizeof four[0]);
+      std::memcpy(&four[1], x[m * stride].qs + 4 * (j + 4), sizeof four[1]);
       dot[m] = _mm512_dpbusd_epi32(dot[m], k[j], _mm512_set1_epi32(four[0]));
       if constexpr (kTwoChains)
         tail[m] = _mm512_dpbusd_epi32(tail[m], k[j + 4], _mm512_set1_epi32(four[1]));
@@ -213,7 +218,7 @@ HWY_INLINE void Accumulate(const __m512i* k, __m512 dw, const ActBlock* const* x
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const __m512i total = kTwoChains ? _mm512_add_epi32(dot[m], tail[m]) : dot[m];
-    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(xb[m]->d)), acc[m]);
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(x[m * stride].d)), acc[m]);
   }
 }
 
@@ -267,10 +272,6 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) acc[p][m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const ActBlock* xb[MR];
-    const int32_t* sb[MR];
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
       if constexpr (kFirstPass) {
@@ -298,9 +299,10 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
           k[j] = _mm512_and_si512(r, low);
           k[j + 4] = _mm512_and_si512(_mm512_srli_epi16(r, 4), low);
         }
-        Accumulate<MR, 4>(k, dw, xb, sb, acc[p]);
+        Accumulate<MR, 4>(k, dw, x + b, nb, sums + b, nb, acc[p]);
       } else {
-        Accumulate<MR>(reinterpret_cast<const __m512i*>(panels[p].bytes + b * kPanelBlock), dw, xb, sb, acc[p]);
+        Accumulate<MR>(reinterpret_cast<const __m512i*>(panels[p].bytes + b * kPanelBlock), dw, x + b, nb, sums + b, nb,
+                       acc[p]);
       }
     }
   }
@@ -314,15 +316,13 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
 // blocks: k holds its codes (kK4Block's layout), d and dmin the rows' scales.
 template <int MR>
 HWY_INLINE void K4SubBlock(const uint8_t* base, int sub, const __m512i* k, __m512 d, __m512 dmin, const ActBlock* x,
-                           const float* xmins, int64_t nb, const int32_t* const* start, __m512* acc, __m512* mins) {
+                           const float* xmins, int64_t nb, __m512* acc, __m512* mins) {
   const __m512 sc = _mm512_cvtepi32_ps(
       _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(base + kK4Scales + kLanes * sub))));
   const __m512 mn = _mm512_cvtepi32_ps(
       _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(base + kK4Mins + kLanes * sub))));
-  const ActBlock* xb[MR];
-#pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + sub;
-  Accumulate<MR>(k, _mm512_mul_ps(d, sc), xb, start, acc);
+  static const int32_t kNoOffset = 0;  // the codes are unsigned as stored: the dots start at 0
+  Accumulate<MR>(k, _mm512_mul_ps(d, sc), x + sub, nb, &kNoOffset, 0, acc);
   const __m512 dm = _mm512_mul_ps(dmin, mn);
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) mins[m] = _mm512_fmadd_ps(dm, _mm512_set1_ps(xmins[m * nb + sub]), mins[m]);
@@ -344,10 +344,6 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const fl
   for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) acc[p][m] = mins[p][m] = _mm512_setzero_ps();
-  static const int32_t kNoOffset = 0;  // the codes are unsigned as stored: the dots start at 0
-  const int32_t* start[MR];
-#pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) start[m] = &kNoOffset;
   const __m512i low = _mm512_set1_epi8(0x0f);
   for (int64_t sb = 0; sb < nsb; ++sb) {
 #pragma GCC unroll 2
@@ -367,15 +363,15 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const fl
             lo[g] = _mm512_and_si512(r, low);
             hi[g] = _mm512_and_si512(_mm512_srli_epi16(r, 4), low);
           }
-          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
-          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
+          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
         } else {
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) lo[g] = _mm512_and_si512(_mm512_load_si512(src + g), low);
-          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+          K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) hi[g] = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(src + g), 4), low);
-          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, start, acc[p], mins[p]);
+          K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
         }
       }
     }
@@ -402,11 +398,7 @@ void Stream(const PanelRows& rows, const ActBlock* x, const int32_t* sums, int64
   PanelBlock r;
   for (int64_t b = 0; b < nb; ++b) {
     LoadPanelBlock<kQ8>(rows, b, r);
-    const ActBlock* xb[MR];
-    const int32_t* sb[MR];
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) xb[m] = x + m * nb + b, sb[m] = sums + m * nb + b;
-    Accumulate<MR>(r.k, r.scale, xb, sb, acc);
+    Accumulate<MR>(r.k, r.scale, x + b, nb, sums + b, nb, acc);
   }
   Store<MR>(acc, out, ldo, bias, lanes);
 }
