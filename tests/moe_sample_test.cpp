@@ -558,15 +558,18 @@ int64_t sample_by_full_sort(const float* l, int64_t V, uint64_t row, double T, i
 }
 
 // Flat distributions put the topP cut and the draw deep into a large
-// vocabulary, where sample selects by mass without sorting: every draw is
-// the full sort's (a target within rounding of a boundary could differ; none
-// of these is).
+// vocabulary, where sample walks buckets of weights and sorts only one: every
+// draw is the full sort's (a target within rounding of a boundary could
+// differ; none of these is). T = 0.01 puts most weights below 2^-63 (the
+// bottom bucket) or at 0, where ties go to the lower id whatever the logits;
+// -inf logits weigh 0.
 TEST(SampleTest, SelectionByMassDrawsWhatAFullSortDraws) {
   std::mt19937 rng(41);
   const int64_t R = 40, V = 5000;
   std::vector<float> l = random_vec(rng, R * V, -3, 3);
   for (int64_t i = 0; i < V; i += 97) l[i] = l[i + 1];  // ties
-  for (const double T : {0.3, 1.0, 20.0})
+  for (int64_t i = 5; i < R * V; i += 331) l[i] = -INFINITY;
+  for (const double T : {0.01, 0.3, 1.0, 20.0})
     for (const int64_t k : {0, 300})
       for (const double top_p : {1.0, 0.97, 0.4}) {
         const json p = {{"temperature", T}, {"topK", k}, {"topP", top_p}, {"seed", 99}, {"step", 4}};

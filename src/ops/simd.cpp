@@ -281,6 +281,27 @@ double ExpShifted(float* x, int64_t n, float shift) {
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
 
+// w[i] = exp(((double)v[i] - mx) / temperature), 1 where v[i] == mx.
+void SoftmaxWeightsF64(const float* v, int64_t n, float mx, double temperature, double* w) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // half as many floats, promoted
+  const int64_t N = hn::Lanes(dd);
+  const auto vmx = hn::Set(dd, static_cast<double>(mx)), vt = hn::Set(dd, temperature), one = hn::Set(dd, 1.0);
+  auto weights = [&](hn::Vec<decltype(dd)> x) {
+    // v == mx spelled out: +inf - +inf would be NaN.
+    return hn::IfThenElse(hn::Eq(x, vmx), one, hn::Exp(dd, hn::Div(hn::Sub(x, vmx), vt)));
+  };
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(weights(hn::PromoteTo(dd, hn::LoadU(df, v + i))), dd, w + i);
+  if (i < n) {  // the tail through a padded vector, the same arithmetic
+    HWY_ALIGN double tail[hn::MaxLanes(dd)];
+    std::fill(tail, tail + hn::MaxLanes(dd), static_cast<double>(mx));
+    std::copy(v + i, v + n, tail);
+    hn::Store(weights(hn::Load(dd, tail)), dd, tail);
+    std::copy(tail, tail + (n - i), w + i);
+  }
+}
+
 // x[i] *= scale; returns the largest, and sets *nan when one is NaN.
 float ScaleMax(float* x, int64_t n, float scale, bool* nan) {
   const hn::ScalableTag<float> df;
@@ -515,6 +536,7 @@ HWY_EXPORT(DotRows);
 HWY_EXPORT(WeightedRows);
 HWY_EXPORT(ExpShifted);
 HWY_EXPORT(ScaleMax);
+HWY_EXPORT(SoftmaxWeightsF64);
 HWY_EXPORT(Sigmoid);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(DequantRow);
@@ -524,6 +546,9 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPAT
 void scale_f32(float a, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, y, n); }
 void binary_f32(Binary op, const float* a, const float* b, bool b_scalar, float* o, int64_t n) {
   HWY_DYNAMIC_DISPATCH(BinaryF32)(static_cast<int>(op), a, b, b_scalar, o, n);
+}
+void softmax_weights_f64(const float* v, int64_t n, float mx, double temperature, double* w) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxWeightsF64)(v, n, mx, temperature, w);
 }
 void scale_gain_f32(const float* x, float s, const float* g, float offset, float* o, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ScaleGainF32)(x, s, g, offset, o, n);
