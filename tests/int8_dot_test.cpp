@@ -351,6 +351,19 @@ TEST_F(ForEachTarget, AttentionAndActivationHelpersOnEveryTarget) {
       EXPECT_NEAR(e[i], want, 3e-7 * want) << name << " x=" << before[i];
     }
     EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << name;
+    // A sampled row's weights: every target within 1 ulp of std::exp in
+    // double, 1 at the max (+inf too), 0 for -inf; 39 values end in a tail.
+    for (const float mx : {8.0f, inf}) {
+      std::vector<float> v(x.begin(), x.begin() + 37);
+      for (auto& a : v) a = std::min(a, 8.0f);
+      v.push_back(-inf), v.push_back(mx);
+      std::vector<double> w(v.size(), -1.0);
+      simd::softmax_weights_f64(v.data(), static_cast<int64_t>(v.size()), mx, 0.7, w.data());
+      for (size_t i = 0; i < v.size(); ++i) {
+        const double want = v[i] == mx ? 1.0 : std::exp((double(v[i]) - mx) / 0.7);
+        EXPECT_NEAR(w[i], want, 2.3e-16 * want) << name << " v=" << v[i] << " mx=" << mx;
+      }
+    }
     bool saw_nan = false;
     std::vector<float> sc = {1.0f, -3.0f, 7.5f, 2.0f, 0.25f};
     EXPECT_EQ(simd::scale_max(sc.data(), 5, 2.0f, &saw_nan), 15.0f) << name;
