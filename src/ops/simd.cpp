@@ -283,6 +283,7 @@ double ExpShifted(float* x, int64_t n, float shift) {
 
 // w[i] = exp(((double)v[i] - mx) / temperature), 1 where v[i] == mx.
 void SoftmaxWeightsF64(const float* v, int64_t n, float mx, double temperature, double* w) {
+#if HWY_HAVE_FLOAT64
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;  // half as many floats, promoted
   const int64_t N = hn::Lanes(dd);
@@ -300,6 +301,9 @@ void SoftmaxWeightsF64(const float* v, int64_t n, float mx, double temperature, 
     hn::Store(weights(hn::Load(dd, tail)), dd, tail);
     std::copy(tail, tail + (n - i), w + i);
   }
+#else  // no f64 vectors (Highway 1.0.3's WASM target)
+  for (int64_t i = 0; i < n; ++i) w[i] = v[i] == mx ? 1.0 : std::exp((static_cast<double>(v[i]) - mx) / temperature);
+#endif
 }
 
 // x[i] *= scale; returns the largest, and sets *nan when one is NaN.

@@ -45,7 +45,8 @@ void weighted_rows(const float* w, int64_t w_stride, int64_t heads, const float*
 // softmax weights.
 double exp_shifted(float* x, int64_t n, float shift);
 // w[i] = exp(((double)v[i] - mx) / temperature) for i < n, vectorized in
-// double (within 1 ulp of std::exp), and 1 where v[i] == mx (+inf too):
+// double (within 1 ulp of std::exp; std::exp itself where Highway has no
+// f64 vectors), and 1 where v[i] == mx (+inf too):
 // a row of logits, all <= mx, to unnormalised softmax weights.
 void softmax_weights_f64(const float* v, int64_t n, float mx, double temperature, double* w);
 // x[i] *= scale for i < n; returns the largest and sets *nan when one is NaN
