@@ -33,13 +33,13 @@ Tensor stack(const std::vector<Tensor>& rows, detail::BufferPool& pool) {
 // Whether node i may run once over the stacked rows: its op is row-wise,
 // its bound params are the same for every row, and its inputs fit the op's
 // rule (`solo` is the shape input k has in one row's own call).
-bool runs_stacked(const GraphNode& node, const std::vector<Kind>& in_kind, const std::vector<Shape>& solo,
+bool runs_stacked(const GraphNode& node, const std::vector<Kind>& in_kind, const std::vector<const Shape*>& solo,
                   bool same_params) {
   const RowRule rule = node.op->rows;
   if (rule == RowRule::None || !same_params || node.op->mutates_input >= 0 || in_kind.empty()) return false;
   if (in_kind[0] == Kind::Shared) return false;
   // Stacking 1-D values would merge rows a last-axis op keeps apart.
-  const Shape& a = solo[0];
+  const Shape& a = *solo[0];
   if (a.empty() || (rule == RowRule::FirstOperand && a.size() < 2)) return false;
   for (size_t k = 1; k < in_kind.size(); ++k) {
     if (rule != RowRule::Elementwise) {
@@ -49,8 +49,8 @@ bool runs_stacked(const GraphNode& node, const std::vector<Kind>& in_kind, const
     // Elementwise: the same solo shape as input 0, or a shared row vector /
     // scalar that broadcasts the same way over one row or over all.
     if (in_kind[k] != Kind::Shared) {
-      if (solo[k] != a) return false;
-    } else if (shape_numel(solo[k]) != 1 && shape_numel(solo[k]) != a.back()) {
+      if (*solo[k] != a) return false;
+    } else if (shape_numel(*solo[k]) != 1 && shape_numel(*solo[k]) != a.back()) {
       return false;
     }
   }
@@ -145,30 +145,40 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
     }
     return Kind::Shared;
   };
+  // The inputs' shapes in one row's own call.
+  std::map<std::string, Shape> solo_inputs;
+  for (const auto& [name, t] : stacked_inputs) {
+    Shape s = t.shape;
+    s[0] /= static_cast<int64_t>(B);
+    solo_inputs.emplace(name, std::move(s));
+  }
+  std::vector<Kind> in_kind;
+  std::vector<const Shape*> solo;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
-    std::vector<Kind> in_kind;
-    std::vector<Shape> solo;
+    in_kind.clear();
+    solo.clear();
     bool all_shared = true;
     for (const auto& ref : node.in) {
       in_kind.push_back(kind_of(ref));
       all_shared = all_shared && in_kind.back() == Kind::Shared;
-      // The input's shape in one row's own call.
-      Shape s;
       switch (ref.kind) {
-        case Ref::Node: s = plan[0][ref.node].out.shape; break;
-        case Ref::Input:
-          s = stacked_inputs.at(ref.name).shape;
-          s[0] /= static_cast<int64_t>(B);
-          break;
-        case Ref::Weight: s = weight(ref, node.id)->shape; break;
-        case Ref::Session: s = session_tensor(0, ref, node.id)->shape; break;
+        case Ref::Node: solo.push_back(&plan[0][ref.node].out.shape); break;
+        case Ref::Input: solo.push_back(&solo_inputs.at(ref.name)); break;
+        case Ref::Weight: solo.push_back(&weight(ref, node.id)->shape); break;
+        case Ref::Session: solo.push_back(&session_tensor(0, ref, node.id)->shape); break;
       }
-      solo.push_back(std::move(s));
     }
+    // Rows bind the same params when their expressions' values agree (the
+    // rest of the params are the node's own).
     bool same_params = true;
-    if (!node.exprs.empty())
-      for (size_t r = 1; r < B && same_params; ++r) same_params = plan[r][i].params.all() == plan[0][i].params.all();
+    for (size_t r = 1; r < B && same_params; ++r)
+      for (const auto& [key, e] : node.exprs) {
+        if (plan[r][i].params.all().at(key) != plan[0][i].params.all().at(key)) {
+          same_params = false;
+          break;
+        }
+      }
     for (size_t k = 0; k < node.in.size(); ++k)
       if (((int)k == node.op->mutates_input || node.op->writes((int)k, plan[0][i].params, node.in.size())) &&
           in_kind[k] != Kind::PerRow)
