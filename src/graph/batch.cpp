@@ -254,7 +254,53 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       if (kind[i + k] != kind[i]) n = k;
     return n;
   };
-  size_t ran_until = 0;  // nodes before this one ran already, with a sibling before them
+  // Node i for row r, on its own slice of the inputs.
+  auto run_row = [&](size_t i, size_t r) {
+    const GraphNode& node = g.nodes[i];
+    std::vector<Tensor> slices(node.in.size());
+    OpInputs in;
+    for (size_t k = 0; k < node.in.size(); ++k) {
+      const Ref& ref = node.in[k];
+      if (ref.kind == Ref::Input) {
+        slices[k] = axis0_part(stacked_inputs.at(ref.name), r, B);
+        in.push_back(&slices[k]);
+      } else if (ref.kind == Ref::Weight) {
+        in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
+      } else if (ref.kind == Ref::Session) {
+        in.push_back(session_tensor(r, ref, node.id));
+      } else if (kind[ref.node] == Kind::PerRow) {
+        in.push_back(&per_row[ref.node][r]);
+      } else if (kind[ref.node] == Kind::Stacked) {
+        slices[k] = axis0_part(one[ref.node], r, B);
+        in.push_back(&slices[k]);
+      } else {
+        in.push_back(&one[ref.node]);
+      }
+    }
+    Tensor& out = per_row[i][r];
+    const detail::Planned& p = plan[r][i];
+    // From this call's pool, which release() gives every buffer back to:
+    // taken from the running thread's own pool instead, a helper thread
+    // found its pool empty every time, and the fresh buffers' page
+    // faults cost a served 8-row step milliseconds.
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      detail::prepare_output(node, p.out, in, out, &pool);
+    }
+    try {
+      detail::run_node(node, in, p.params, out);
+    } catch (Error& e) {
+      throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
+    }
+  };
+  // Gives back what node i's run was the last to read, and its own value
+  // when nothing reads it.
+  auto release_after = [&](size_t i) {
+    for (const auto& ref : g.nodes[i].in)
+      if (ref.kind == Ref::Node && last_use[ref.node] == (int)i && !pinned[ref.node]) release(ref.node);
+    if (last_use[i] < 0 && !pinned[i]) release((int)i);
+  };
+  size_t ran_until = 0;  // nodes before this one ran already, with a sibling or in a run of per-row nodes
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& node = g.nodes[i];
     detail::check_deadline(limits, node);
@@ -282,42 +328,17 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       nodes_once += static_cast<int64_t>(n);
       ran_until = i + n;
     } else {
-      per_row[i].resize(B);
-      auto run_row = [&](size_t r) {
-        std::vector<Tensor> slices(node.in.size());
-        OpInputs in;
-        for (size_t k = 0; k < node.in.size(); ++k) {
-          const Ref& ref = node.in[k];
-          if (ref.kind == Ref::Input) {
-            slices[k] = axis0_part(stacked_inputs.at(ref.name), r, B);
-            in.push_back(&slices[k]);
-          } else if (ref.kind == Ref::Weight) {
-            in.push_back(const_cast<Tensor*>(weight(ref, node.id)));
-          } else if (ref.kind == Ref::Session) {
-            in.push_back(session_tensor(r, ref, node.id));
-          } else if (kind[ref.node] == Kind::PerRow) {
-            in.push_back(&per_row[ref.node][r]);
-          } else if (kind[ref.node] == Kind::Stacked) {
-            slices[k] = axis0_part(one[ref.node], r, B);
-            in.push_back(&slices[k]);
-          } else {
-            in.push_back(&one[ref.node]);
-          }
-        }
-        Tensor& out = per_row[i][r];
-        const detail::Planned& p = plan[r][i];
-        // From this call's pool, which release() gives every buffer back to:
-        // taken from the running thread's own pool instead, a helper thread
-        // found its pool empty every time, and the fresh buffers' page
-        // faults cost a served 8-row step milliseconds.
-        {
-          std::lock_guard<std::mutex> lock(pool_mu);
-          detail::prepare_output(node, p.out, in, out, &pool);
-        }
-        try {
-          detail::run_node(node, in, p.params, out);
-        } catch (Error& e) {
-          throw Error(e.code, row_prefix(r) + e.what(), e.node, e.feature);
+      // A run of per-row nodes (a layer's ropes, cache writes and
+      // attention; the draw) goes through the rows once: each row's nodes
+      // one after another on one thread, with one join at the end instead
+      // of one a node.
+      size_t last = i + 1;
+      while (last < g.nodes.size() && kind[last] == Kind::PerRow) ++last;
+      for (size_t k = i; k < last; ++k) per_row[k].resize(B);
+      auto run_rows = [&](size_t r) {
+        for (size_t k = i; k < last; ++k) {
+          if (k > i) detail::check_deadline(limits, g.nodes[k]);
+          run_row(k, r);
         }
       };
       // The rows side by side, one thread each: a row's rope, cache write,
@@ -327,14 +348,13 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       // alone keeps the op's own split.
       if (B > 1)
         parallel_for(static_cast<int64_t>(B), 1, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) run_row(static_cast<size_t>(r));
+          for (int64_t r = r0; r < r1; ++r) run_rows(static_cast<size_t>(r));
         });
       else
-        run_row(0);
+        run_rows(0);
+      ran_until = last;  // the loop gives back their values from here on, node by node
     }
-    for (const auto& ref : node.in)
-      if (ref.kind == Ref::Node && last_use[ref.node] == (int)i && !pinned[ref.node]) release(ref.node);
-    if (last_use[i] < 0 && !pinned[i]) release((int)i);
+    release_after(i);
   }
 
   RunResult result;
