@@ -193,7 +193,11 @@ RunResult run_graph_rows(const Graph& g, const std::map<std::string, Tensor>& st
       kind[i] = Kind::PerRow;
   }
 
-  const auto [last_use, pinned] = detail::value_lifetimes(g);
+  // Not a structured binding: the browser worker's clang 14 cannot capture
+  // one in the lambdas below.
+  const detail::Lifetimes lifetimes = detail::value_lifetimes(g);
+  const std::vector<int>& last_use = lifetimes.last_use;
+  const std::vector<bool>& pinned = lifetimes.pinned;
 
   // Pass 2: run.
   detail::BufferPool& pool = detail::thread_buffer_pool();
