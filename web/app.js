@@ -136,6 +136,7 @@ async function pollStats() {
   }
   state.lastStats = { t, tokens: s.tokensGenerated };
   $('active').textContent = count(s.activeGenerations);
+  $('waiting').textContent = count(s.waitingForMemory ?? 0);
   $('total-tokens').textContent = count(s.tokensGenerated);
   $('worker-count').textContent = count(s.workers);
   drawSpark();
@@ -193,12 +194,25 @@ function stageBar(stage) {
   return bar;
 }
 
+// One stage's continuous batching (/api/v3/workers "batching"): the
+// sequences decoding there, the steps queued beyond the running batch, the
+// last call's rows and the mean so far.
+function batchLine(b) {
+  const [first, end] = String(b.layers).split('-').map(Number);
+  const mean = b.batches ? ` · ${(b.rows / b.batches).toFixed(1)} rows a call` : '';
+  return h('div', { class: 'batch' },
+    `${b.model} · layers ${first}–${end - 1}: ${count(b.sequences)} decoding · ${count(b.queued)} queued · ` +
+    `last call ${count(b.lastBatch)} rows${mean}`);
+}
+
 function workerCard(w) {
   const load = w.load || {};
   const busy = (load.inFlight || 0) > 0 || (w.generations || 0) > 0;
   const features = (w.features || []).slice().sort();
   const models = w.models || [];
   const stages = w.stages || [];
+  const batching = w.batching || [];
+  const sessions = w.sessions;
   const checks = w.checks;
   const kind = w.kind === 'browser' ? 'browser' : 'native';  // coordinators before "kind" had native workers only
   return h('article', { class: `worker ${kind}`, 'data-worker-id': w.id, 'data-kind': kind },
@@ -227,6 +241,11 @@ function workerCard(w) {
         h('span', { class: 'stage-name' }, `${s.model} · layers ${s.first}–${s.end - 1}`),
         stageBar(s),
         h('span', { class: 'muted small' }, `${s.generations} running`))))) : null,
+    sessions ? h('div', { class: 'line' }, h('span', { class: 'key' }, 'sessions'),
+      h('span', { class: 'sessions', title: 'the caches of the generations placed here, against what sessions may take (3/4 of its memory)' },
+        `${bytes(sessions.reserved)} reserved of ${bytes(sessions.budget)}`)) : null,
+    batching.length ? h('div', { class: 'line batching' }, h('span', { class: 'key' }, 'batches'),
+      h('div', { class: 'stage-list' }, batching.map(batchLine))) : null,
     h('div', { class: 'line' }, h('span', { class: 'key' }, 'features'),
       h('span', { class: 'features' }, features.length ? features.join(' · ') : 'none')));
 }

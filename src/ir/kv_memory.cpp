@@ -5,6 +5,7 @@
 #include <map>
 #include <regex>
 
+#include "core/units.h"
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
 
@@ -12,11 +13,7 @@ namespace bonfire::ir {
 
 namespace {
 
-std::string mib(int64_t bytes) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.2f MiB", double(bytes) / (1 << 20));
-  return s;
-}
+std::string mib(int64_t bytes) { return mib_text(bytes, 2); }
 
 // The op of the node that uses `slot` on `layer` ("" when none applies).
 std::string user_op(const json& doc, const std::string& slot, int64_t layer) {

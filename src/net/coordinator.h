@@ -22,6 +22,7 @@
 
 #include "net/http_server.h"
 #include "net/link.h"
+#include "net/session_ledger.h"
 
 namespace bonfire::net {
 
@@ -174,6 +175,10 @@ class Coordinator {
 
   std::vector<std::shared_ptr<RemoteWorker>> workers() const;
   std::shared_ptr<RemoteWorker> find(const std::string& id) const;
+  // The session memory generations have placed on each worker (admission
+  // by KV memory, net/session_ledger.h).
+  SessionLedger& sessions() { return sessions_; }
+  const SessionLedger& sessions() const { return sessions_; }
   // The best worker for a graph; `model_hash` "" when no model is needed.
   // Throws Error(UnsupportedFeature) naming a feature no connected worker
   // has, else Error(NoWorker).
@@ -202,6 +207,7 @@ class Coordinator {
   }
 
   Options options_;
+  SessionLedger sessions_;
   boost::asio::io_context ioc_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::vector<std::thread> threads_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "net/model_hash.h"
 
 namespace bonfire::net {
@@ -20,11 +21,7 @@ nlohmann::json ModelFingerprint::to_json() const {
 }
 
 namespace {
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
+std::string mib(int64_t bytes) { return mib_text(bytes); }
 }  // namespace
 
 ModelFetch parse_model_fetch(const nlohmann::json& h, int64_t max_bytes, int64_t lent) {

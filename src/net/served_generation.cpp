@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/hop_trace.h"
+#include "core/units.h"
 #include "net/served_model.h"
 #include "net/verifier.h"
 
@@ -123,8 +124,45 @@ class PipelineRun {
   };
 
   // Assigns workers to the layer ranges, preferring distinct workers and
-  // those that have not failed this generation.
+  // those that have not failed this generation, and reserves each stage's
+  // session memory on its worker (net/session_ledger.h). When a worker has
+  // no room left, the generation waits for another to give some back, up to
+  // the call timeout, and is placed again then.
   void place(const std::set<std::string>& dead) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(m_.options().call_timeout_s * 1000));
+    for (;;) {
+      place_once(dead);
+      std::vector<SessionLedger::Claim> claims;
+      for (const auto& s : stages_) {
+        const WorkerInfo info = s.worker->info();
+        SessionLedger::Claim c{info.id, m_.stage_session_bytes(s.first, s.end),
+                               SessionLedger::session_budget(info.memory)};
+        if (c.bytes > c.budget)
+          throw Error(ErrorCode::TooLarge, "a session of " + m_.id() + " layers " + std::to_string(s.first) + "-" +
+                                               std::to_string(s.end - 1) + " keeps " + mib_text(c.bytes) +
+                                               " at the served context; worker " + info.id + " takes sessions up to " +
+                                               mib_text(c.budget) + " (3/4 of the " + mib_text(info.memory) +
+                                               " it lends)");
+        claims.push_back(std::move(c));
+      }
+      if (net_.sessions().try_reserve(claims)) {
+        claims_ = std::move(claims);
+        return;
+      }
+      if (!net_.sessions().wait_for_release(until)) {
+        std::string where;
+        for (const auto& c : claims)
+          where += (where.empty() ? "" : ", ") + c.worker + " (" + mib_text(net_.sessions().reserved(c.worker)) +
+                   " of " + mib_text(c.budget) + " taken, " + mib_text(c.bytes) + " asked)";
+        throw Error(ErrorCode::NoWorker, "no room for another session of " + m_.id() + " within " +
+                                             std::to_string(static_cast<int64_t>(m_.options().call_timeout_s)) +
+                                             " s: " + where);
+      }
+    }
+  }
+
+  void place_once(const std::set<std::string>& dead) {
     std::set<std::string> avoid = dead;
     avoid.insert(suspects_.begin(), suspects_.end());
     try {
@@ -323,6 +361,8 @@ class PipelineRun {
   void free_sessions() {
     for (const auto& s : stages_)
       if (s.worker->alive()) s.worker->send(Message(json{{"type", "free"}, {"session", s.session}}));
+    net_.sessions().release(claims_);
+    claims_.clear();
   }
 
   ServedModel& m_;
@@ -331,6 +371,7 @@ class PipelineRun {
   GenerationTrace* trace_;
   json sample_;
   std::vector<Stage> stages_;
+  std::vector<SessionLedger::Claim> claims_;  // the stages' session memory, reserved on their workers
   std::vector<int32_t> fed_;  // the prompt, then every decoded token fed back
   std::vector<int64_t> chunks_;  // the prompt's prefill chunks, for a replay
   bool alone_ = false;           // send steps in calls of their own (after a failure)

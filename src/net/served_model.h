@@ -100,6 +100,11 @@ class ServedModel {
   // caches, and the embedding and head on the last stage. With
   // `weights_only`, its weights: what each of its decode steps reads.
   int64_t stage_bytes(int64_t first, int64_t end, bool weights_only = false) const;
+  // What a session of layers [first, end) keeps on its worker: its caches
+  // and states at the served context (what stage_bytes adds to the weights).
+  int64_t stage_session_bytes(int64_t first, int64_t end) const {
+    return stage_bytes(first, end) - stage_bytes(first, end, true);
+  }
   // The layer ranges of a generation's pipeline on `workers` (the holders,
   // best first; `capacity` their memory), each range for workers[i % size]:
   // with --stages N, N ranges on the first N; otherwise on as few of the

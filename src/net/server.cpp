@@ -385,6 +385,8 @@ nlohmann::json Server::workers_json() const {
           batching.push_back(std::move(st));
         }
     out.back()["batching"] = batching;
+    out.back()["sessions"] = {{"reserved", net_->sessions().reserved(i.id)},
+                              {"budget", SessionLedger::session_budget(i.memory)}};
     out.back()["checks"] = w->checks();
   }
   return {{"workers", out}, {"bans", net_->bans()}, {"verifier", verifier_->stats()}};
@@ -471,6 +473,14 @@ std::string Server::metrics_text() const {
   gauges.push_back(workers);
   gauges.push_back({"bonfire_queue_depth", "calls in flight over all workers", {{"", queue}}});
   gauges.push_back({"bonfire_active_generations", "generations running now", {{"", static_cast<double>(active_generations_)}}});
+  gauges.push_back({"bonfire_generations_waiting_for_memory",
+                    "generations waiting for a worker to have room for their sessions",
+                    {{"", static_cast<double>(net_->sessions().waiting())}}});
+  Metrics::Gauge reserved{"bonfire_worker_session_bytes", "session memory generations have reserved on a worker", {}};
+  for (const auto& w : net_->workers())
+    reserved.values.push_back(
+        {prom_label("worker", w->info().id), static_cast<double>(net_->sessions().reserved(w->info().id))});
+  gauges.push_back(reserved);
   gauges.push_back(inflight);
   gauges.push_back(speed);
   // Continuous batching, per stage (worker, model, layers): the sequences
@@ -559,6 +569,7 @@ nlohmann::json Server::stats_json() const {
   return {{"tokensGenerated", live_tokens_},
           {"promptTokens", live_prompt_tokens_},
           {"activeGenerations", static_cast<int64_t>(live_.size())},
+          {"waitingForMemory", net_->sessions().waiting()},
           {"tokensPerSecond", tokens_per_second()},
           {"windowSeconds", kRateWindow * kRateBucketMs / 1000.0},
           {"workers", workers},

@@ -176,6 +176,14 @@ await main('web browser', async () => {
       check(stageText.includes(model.id) && stageText.includes(`layers 0–${layers - 1}`),
             `the worker card's stage: ${stageText}`);
       await waitFor(async () => (await page.innerText('#active')) !== '0', 10000, 'the page to count the running generation');
+      // The batch it decodes in, and the queue beyond it (continuous batching).
+      await page.locator('[data-worker-id="local"] .batch').waitFor({ timeout: 20000 });
+      const batchText = await page.locator('[data-worker-id="local"] .batch').first().innerText();
+      check(batchText.includes(model.id) && /\d+ decoding · \d+ queued · last call \d+ rows/.test(batchText),
+            `the worker card's batch line: ${batchText}`);
+      check(/^\d+$/.test((await page.innerText('#waiting')).trim()), 'the page shows the generations waiting for room');
+      const sessionsText = await page.locator('[data-worker-id="local"] .sessions').innerText();
+      check(/\d.* reserved of \d/.test(sessionsText), `the worker card's sessions: ${sessionsText}`);
       fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT });
       log(`screenshot: ${SCREENSHOT} (page ${Date.now() - t0} ms)`);
