@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -125,39 +126,65 @@ class PipelineRun {
 
   // Assigns workers to the layer ranges, preferring distinct workers and
   // those that have not failed this generation, and reserves each stage's
-  // session memory on its worker (net/session_ledger.h). When a worker has
-  // no room left, the generation waits for another to give some back, up to
-  // the call timeout, and is placed again then.
+  // session memory on its worker (net/session_ledger.h). Workers without
+  // room are left out and the rest tried; when none has room the generation
+  // waits for memory to be given back (or a worker to join), up to the step
+  // timeout. A worker whose share could never hold the stage's session is
+  // left out too; when only such workers remain, the generation fails at
+  // once, naming the sizes.
   void place(const std::set<std::string>& dead) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(m_.options().call_timeout_s * 1000));
+    std::set<std::string> full, small;  // no room now; never room
+    std::string why_full, why_small;
     for (;;) {
-      place_once(dead);
+      std::set<std::string> avoid = dead;
+      avoid.insert(full.begin(), full.end());
+      avoid.insert(small.begin(), small.end());
+      try {
+        place_once(avoid);
+      } catch (const Error&) {
+        if (full.empty() && small.empty()) throw;
+        if (full.empty()) throw Error(ErrorCode::TooLarge, why_small);
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until)
+          throw Error(ErrorCode::NoWorker, "no room for another session of " + m_.id() + " within " +
+                                               std::to_string(static_cast<int64_t>(m_.options().call_timeout_s)) +
+                                               " s: " + why_full);
+        net_.sessions().wait_for_release(std::min(until, now + std::chrono::seconds(1)));
+        full.clear();
+        why_full.clear();
+        continue;
+      }
       std::vector<SessionLedger::Claim> claims;
       for (const auto& s : stages_) {
         const WorkerInfo info = s.worker->info();
-        SessionLedger::Claim c{info.id, m_.stage_session_bytes(s.first, s.end),
-                               SessionLedger::session_budget(info.memory)};
-        if (c.bytes > c.budget)
-          throw Error(ErrorCode::TooLarge, "a session of " + m_.id() + " layers " + std::to_string(s.first) + "-" +
-                                               std::to_string(s.end - 1) + " keeps " + mib_text(c.bytes) +
-                                               " at the served context; worker " + info.id + " takes sessions up to " +
-                                               mib_text(c.budget) + " (3/4 of the " + mib_text(info.memory) +
-                                               " it lends)");
-        claims.push_back(std::move(c));
+        claims.push_back({info.id, m_.stage_session_bytes(s.first, s.end), SessionLedger::session_budget(info.memory)});
+        const auto& c = claims.back();
+        if (c.bytes > c.budget) {
+          small.insert(c.worker);
+          why_small = "a session of " + m_.id() + " layers " + std::to_string(s.first) + "-" +
+                      std::to_string(s.end - 1) + " keeps " + mib_text(c.bytes) + " at the served context; worker " +
+                      c.worker + " takes sessions up to " + mib_text(c.budget) + " (3/4 of the " +
+                      mib_text(info.memory) + " it lends)";
+        }
       }
+      if (!small.empty() &&
+          std::any_of(claims.begin(), claims.end(), [&](const auto& c) { return small.count(c.worker); }))
+        continue;
       if (net_.sessions().try_reserve(claims)) {
         claims_ = std::move(claims);
         return;
       }
-      if (!net_.sessions().wait_for_release(until)) {
-        std::string where;
-        for (const auto& c : claims)
-          where += (where.empty() ? "" : ", ") + c.worker + " (" + mib_text(net_.sessions().reserved(c.worker)) +
-                   " of " + mib_text(c.budget) + " taken, " + mib_text(c.bytes) + " asked)";
-        throw Error(ErrorCode::NoWorker, "no room for another session of " + m_.id() + " within " +
-                                             std::to_string(static_cast<int64_t>(m_.options().call_timeout_s)) +
-                                             " s: " + where);
+      // The workers without room (two stages on one worker ask together).
+      std::map<std::string, std::pair<int64_t, int64_t>> asked;  // worker -> bytes, budget
+      for (const auto& c : claims) asked[c.worker] = {asked[c.worker].first + c.bytes, c.budget};
+      for (const auto& [worker, a] : asked) {
+        const int64_t held = net_.sessions().reserved(worker);
+        if (held + a.first <= a.second) continue;  // room was given back meanwhile: placed again at once
+        full.insert(worker);
+        why_full += (why_full.empty() ? "" : ", ") + worker + " (" + mib_text(held) + " of " + mib_text(a.second) +
+                    " taken, " + mib_text(a.first) + " asked)";
       }
     }
   }

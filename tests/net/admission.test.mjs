@@ -2,11 +2,12 @@
 // memory"): a worker takes sessions up to 3/4 of the memory it lends. A
 // generation that does not fit waits for one to end instead of failing, is
 // counted as waiting in /api/v3/stats and /metrics, and then runs with the
-// tokens it gives alone; the reservation goes back when a generation ends. A
-// session larger than a worker's whole share is refused at once, with the
-// sizes named.
+// tokens it gives alone; the reservation goes back when a generation ends.
+// Another worker with room takes it at once instead. A session larger than
+// a worker's whole share is refused at once, with the sizes named.
 import {
-  check, checkEqual, getJson, log, main, postJson, startServe, stopProcess, testModel, waitFor, workers,
+  check, checkEqual, getJson, log, main, postJson, startServe, startWorker, stopProcess, testModel, waitFor, waitWorkers,
+  workers,
 } from './harness.mjs';
 
 // Tiny weights and a long context: a session's caches outweigh the weights,
@@ -75,6 +76,38 @@ await main('admission', async () => {
       checkEqual((await getJson(serve.url, '/api/v3/stats')).json.waitingForMemory, 0, 'no one waits after');
       await waitFor(async () => (await workers(serve.url)).find((x) => x.id === 'local').sessions.reserved === 0, 5000,
                     'the reservations to go back');
+
+      // A second worker with room, slower (30 ms a call), so the full one
+      // ranks first: a generation that finds the first full goes to it,
+      // without waiting. A new worker's stand-in speed ranks it first until
+      // it is timed: one short generation times it.
+      const roomy = startWorker(serve.url, ['--model', model, '--id', 'roomy', '--no-fetch', '--memory', String(8 * kv),
+                                            '--fault', 'slow=30']);
+      try {
+        await waitWorkers(serve, 2, { ids: ['local', 'roomy'] });
+        const timing = await postJson(serve.url, '/api/v3/generate', body(0, 8));
+        checkEqual(timing.json.workers, ['roomy:0-2'], 'the untimed worker takes the first generation');
+        const long = postJson(serve.url, '/api/v3/generate', body(0, N));
+        await waitFor(async () => (await getJson(serve.url, '/api/v3/stats')).json.activeGenerations === 1, 20000,
+                      'the long generation to start');
+        const busy = (await workers(serve.url)).find((x) => x.sessions.reserved > 0);
+        check(busy, 'a worker holds the long generation\'s session');
+        let waited = false;
+        const poll = setInterval(async () => {
+          try { waited ||= (await getJson(serve.url, '/api/v3/stats')).json.waitingForMemory > 0; } catch { /* ended */ }
+        }, 20);
+        const other = await postJson(serve.url, '/api/v3/generate', body(1, 64));
+        clearInterval(poll);
+        check(other.status === 200, `the second generation: HTTP ${other.status}: ${other.text}`);
+        checkEqual(other.json.tokens, solo[1], 'its tokens');
+        checkEqual(busy.id, 'local', 'the faster worker took the long generation');
+        checkEqual(other.json.workers, ['roomy:0-2'], 'the worker with room took the second');
+        check(!waited, 'it did not wait for room');
+        log(`long generation on ${busy.id}; the other on ${other.json.workers}`);
+        check((await long).status === 200, 'the long generation ends well');
+      } finally {
+        await stopProcess(roomy);
+      }
     } finally {
       await stopProcess(serve);
     }
