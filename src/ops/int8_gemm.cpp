@@ -61,10 +61,12 @@ constexpr int kK4Block = 2432;
 constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304;
 
 // A panel's block b: kPanelBlock bytes (register k4 holds bytes 4·k4..4·k4+3
-// of the block for each of the 16 rows, as unsigned w + 128) and 16 scales.
+// of the block for each of the 16 rows, as unsigned w + 128) and 16 scales,
+// kept as the file's f16 (widened as they are used: exact, and 32 bytes a
+// block less to stream than f32).
 struct Panel {
   const uint8_t* bytes;
-  const float* scales;
+  const uint16_t* scales;
 };
 
 // Rows i and i + 8 of a panel's block, as unsigned bytes w + 128, in one
@@ -160,25 +162,26 @@ HWY_INLINE void LoadPanelBlock(const PanelRows& p, int64_t b, PanelBlock& out) {
 
 // q4_0 rows into nibble panels: each block's 16 bytes transposed in groups
 // of 4 (register j: bytes 4j..4j+3 of the 16 rows), and the scales.
-void PackNibblePanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
+void PackNibblePanel(const PanelRows& p, int64_t nb, uint8_t* bytes, uint16_t* scales) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = p.rows[0] + b * sizeof(BlockQ4_0);
     for (int j = 0; j < 4; ++j)
       _mm512_store_si512(bytes + b * kNibbleBlock + 64 * j, _mm512_i32gather_epi32(p.scale_at, block + 2 + 4 * j, 1));
     const __m512i words = _mm512_i32gather_epi32(p.scale_at, block, 1);
-    _mm512_store_ps(scales + b * kLanes, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(scales + b * kLanes), _mm512_cvtepi32_epi16(words));
   }
 }
 
 // Repacks a panel's K / 32 blocks into `bytes` and `scales` (Panel's layout).
 template <bool kQ8>
-void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, float* scales) {
+void PackPanel(const PanelRows& p, int64_t nb, uint8_t* bytes, uint16_t* scales) {
   PanelBlock r;
   for (int64_t b = 0; b < nb; ++b) {
     LoadPanelBlock<kQ8>(p, b, r);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) _mm512_store_si512(bytes + b * kPanelBlock + 64 * j, r.k[j]);
-    _mm512_store_ps(scales + b * kLanes, r.scale);
+    // Back to the f16 it was widened from: exact.
+    _mm256_store_si256(reinterpret_cast<__m256i*>(scales + b * kLanes), _mm512_cvtps_ph(r.scale, _MM_FROUND_TO_NEAREST_INT));
   }
 }
 
@@ -288,7 +291,8 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
           for (int l = 0; l < kBlock; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
         }
       }
-      const __m512 dw = _mm512_load_ps(panels[p].scales + b * kLanes);
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(panels[p].scales + b * kLanes)));
       if (kNibbles) {
         const auto* src = reinterpret_cast<const __m512i*>(panels[p].bytes + b * kNibbleBlock);
         const __m512i low = _mm512_set1_epi8(0x0f);
@@ -451,10 +455,8 @@ bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
 
 int64_t PanelBlockBytes(DType t) { return t == DType::Q8_0 ? kPanelBlock : kNibbleBlock; }
 
-// Bytes of one panel of K values a row (the same as int8_panel_stride).
-int64_t PanelBytes(DType t, int64_t K) {
-  return t == DType::Q4_K ? K / 256 * kK4Block : K / 32 * (PanelBlockBytes(t) + kLanes * sizeof(float));
-}
+// Bytes of one panel of K values a row.
+int64_t PanelBytes(DType t, int64_t K) { return int8_panel_stride(t, K); }
 
 void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
               uint8_t* out) {
@@ -464,7 +466,7 @@ void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, i
   for (int64_t p = first; p < last; ++p) {
     PanelRowsAt(w, stride, p * kLanes, N, rows);
     uint8_t* base = out + p * panel;
-    float* scales = reinterpret_cast<float*>(base + nb * block);
+    auto* scales = reinterpret_cast<uint16_t*>(base + nb * block);
     if (t == DType::Q4_K)
       PackK4Panel(rows, K / 256, base);
     else if (t == DType::Q8_0)
@@ -478,13 +480,14 @@ template <bool kNibbles>
 void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                 float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
-  const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock, panel = nb * (block + kLanes * sizeof(float));
+  const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock;
+  const int64_t panel = PanelBytes(kNibbles ? DType::Q4_0 : DType::Q8_0, K);
   Panel panels[2];
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const int np = N - n0 > kLanes ? 2 : 1;
     for (int p = 0; p < np; ++p) {
       const uint8_t* base = packed + (n0 / kLanes + p) * panel;
-      panels[p] = {base, reinterpret_cast<const float*>(base + nb * block)};
+      panels[p] = {base, reinterpret_cast<const uint16_t*>(base + nb * block)};
     }
     const float* bn = bias ? bias + n0 : nullptr;
     if (np == 2)
@@ -577,7 +580,9 @@ HWY_EXPORT(Int8GemmPacked);
 
 int64_t int8_panel_stride(DType weight, int64_t k) {
   if (weight == DType::Q4_K) return k / 256 * 2432;
-  return k / 32 * ((weight == DType::Q8_0 ? 512 : 256) + 16 * int64_t(sizeof(float)));
+  // The blocks (512 or 256 bytes each), then their f16 scales padded to 64.
+  const int64_t nb = k / 32;
+  return nb * (weight == DType::Q8_0 ? 512 : 256) + (nb * 16 * 2 + 63) / 64 * 64;
 }
 int64_t int8_packed_bytes(DType weight, int64_t n, int64_t k) { return (n + 15) / 16 * int8_panel_stride(weight, k); }
 

@@ -46,9 +46,10 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
 // Weights repacked once (at load) into the kernel's panel layout, so a
 // decode step streams one sequential run of bytes and does no transposing.
 // Panel p (rows 16p..16p+15; rows past N repeat the last) takes
-// int8_panel_stride bytes at p * int8_panel_stride, 64-byte aligned: 36
-// bytes per 32 q8_0 values against the file's 34, and 20 per 32 q4_0 values
-// against 18 (q4_0's panels keep the nibbles).
+// int8_panel_stride bytes at p * int8_panel_stride, 64-byte aligned: 34
+// bytes per 32 q8_0 values and 18 per 32 q4_0 values, as in the file (q4_0's
+// panels keep the nibbles, and every panel the f16 scales), plus padding to
+// 64 bytes when K / 32 is odd.
 int64_t int8_panel_stride(DType weight, int64_t k);
 int64_t int8_packed_bytes(DType weight, int64_t n, int64_t k);
 // Packs panels [first, last) of w (rows as in int8_gemm) into out + first *
