@@ -11,9 +11,11 @@
 // other node (rope at the row's position, the cache writes, attention over
 // the row's own cache, sampling with the row's seed and step) runs per row,
 // on that row's slice, the rows side by side on the worker's threads (one
-// row a thread; an op's result does not depend on how many threads run it). The products of a batched call take the per-row dot
-// path up to 16 rows (ops/gemm.h BatchRowsScope), so a row's logits do not
-// depend on how many rows share the call.
+// row a thread; an op's result does not depend on how many threads run it),
+// and consecutive per-row nodes run as one pass over the rows. The products
+// of a batched call take the per-row dot path up to 16 rows (ops/gemm.h
+// BatchRowsScope), so a row's logits do not depend on how many rows share
+// the call.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>
