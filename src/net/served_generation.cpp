@@ -157,11 +157,13 @@ class PipelineRun {
         continue;
       }
       std::vector<SessionLedger::Claim> claims;
+      bool unfit = false;  // a stage on a worker whose share could never hold it
       for (const auto& s : stages_) {
         const WorkerInfo info = s.worker->info();
         claims.push_back({info.id, m_.stage_session_bytes(s.first, s.end), SessionLedger::session_budget(info.memory)});
         const auto& c = claims.back();
         if (c.bytes > c.budget) {
+          unfit = true;
           small.insert(c.worker);
           why_small = "a session of " + m_.id() + " layers " + std::to_string(s.first) + "-" +
                       std::to_string(s.end - 1) + " keeps " + mib_text(c.bytes) + " at the served context; worker " +
@@ -169,22 +171,16 @@ class PipelineRun {
                       mib_text(info.memory) + " it lends)";
         }
       }
-      if (!small.empty() &&
-          std::any_of(claims.begin(), claims.end(), [&](const auto& c) { return small.count(c.worker); }))
-        continue;
-      if (net_.sessions().try_reserve(claims)) {
+      if (unfit) continue;
+      const auto short_of = net_.sessions().try_reserve(claims);
+      if (short_of.empty()) {
         claims_ = std::move(claims);
         return;
       }
-      // The workers without room (two stages on one worker ask together).
-      std::map<std::string, std::pair<int64_t, int64_t>> asked;  // worker -> bytes, budget
-      for (const auto& c : claims) asked[c.worker] = {asked[c.worker].first + c.bytes, c.budget};
-      for (const auto& [worker, a] : asked) {
-        const int64_t held = net_.sessions().reserved(worker);
-        if (held + a.first <= a.second) continue;  // room was given back meanwhile: placed again at once
-        full.insert(worker);
-        why_full += (why_full.empty() ? "" : ", ") + worker + " (" + mib_text(held) + " of " + mib_text(a.second) +
-                    " taken, " + mib_text(a.first) + " asked)";
+      for (const auto& a : short_of) {
+        full.insert(a.worker);
+        why_full += (why_full.empty() ? "" : ", ") + a.worker + " (" + mib_text(a.held) + " of " + mib_text(a.budget) +
+                    " taken, " + mib_text(a.asked) + " asked)";
       }
     }
   }

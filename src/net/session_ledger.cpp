@@ -2,18 +2,24 @@
 
 namespace bonfire::net {
 
-bool SessionLedger::try_reserve(const std::vector<Claim>& claims) {
+std::vector<SessionLedger::Shortfall> SessionLedger::try_reserve(const std::vector<Claim>& claims) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Claims on one worker (two stages of a pipeline) count together.
-  std::map<std::string, int64_t> asked;
-  for (const auto& c : claims) asked[c.worker] += c.bytes;
+  std::map<std::string, Shortfall> asked;
   for (const auto& c : claims) {
-    const auto it = reserved_.find(c.worker);
-    const int64_t held = it == reserved_.end() ? 0 : it->second;
-    if (held + asked[c.worker] > c.budget) return false;
+    Shortfall& a = asked[c.worker];
+    a.worker = c.worker;
+    a.asked += c.bytes;
+    a.budget = c.budget;
   }
-  for (const auto& c : claims) reserved_[c.worker] += c.bytes;
-  return true;
+  std::vector<Shortfall> short_of;
+  for (auto& [worker, a] : asked) {
+    const auto it = reserved_.find(worker);
+    a.held = it == reserved_.end() ? 0 : it->second;
+    if (a.held + a.asked > a.budget) short_of.push_back(a);
+  }
+  if (short_of.empty())
+    for (const auto& c : claims) reserved_[c.worker] += c.bytes;
+  return short_of;
 }
 
 void SessionLedger::release(const std::vector<Claim>& claims) {

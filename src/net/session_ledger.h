@@ -32,9 +32,15 @@ class SessionLedger {
     int64_t budget = 0;  // session_budget of the worker's memory
   };
 
-  // Reserves every claim or none: false when one would take its worker
-  // past its budget with what is reserved there already.
-  bool try_reserve(const std::vector<Claim>& claims);
+  // A worker a reservation would take past its budget.
+  struct Shortfall {
+    std::string worker;
+    int64_t held = 0, asked = 0, budget = 0;  // reserved there now; the claims' sum there
+  };
+  // Reserves every claim or none: returns the workers without room (claims
+  // on one worker, two stages of a pipeline, count together); empty when
+  // everything was reserved.
+  std::vector<Shortfall> try_reserve(const std::vector<Claim>& claims);
   // Gives claims back (each exactly once) and wakes the waiting.
   void release(const std::vector<Claim>& claims);
   // Blocks until something is given back or `until`; false at `until`.
