@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/hop_trace.h"
 #include "graph/batch.h"
 
 namespace bonfire::net {
@@ -197,11 +198,13 @@ Message StepScheduler::run(const std::string& stage, StepCall& step, double time
     }
     // This thread sends the call for every row in it, then wakes them.
     st.in_flight = true;
+    hop_trace(rows.size() > 1 ? "sched.batch_send" : "sched.one_send");
     lock.unlock();
     send(st, rows, timeout_s);  // takes mu_ to hand out the results
     lock.lock();
     st.in_flight = false;
     st.idle_since = Clock::now();
+    hop_trace("sched.call_end");
     cv_.notify_all();
   }
   if (me.error) std::rethrow_exception(me.error);
