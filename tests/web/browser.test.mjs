@@ -184,6 +184,12 @@ await main('web browser', async () => {
       check(/^\d+$/.test((await page.innerText('#waiting')).trim()), 'the page shows the generations waiting for room');
       const sessionsText = await page.locator('[data-worker-id="local"] .sessions').innerText();
       check(/\d.* reserved of \d/.test(sessionsText), `the worker card's sessions: ${sessionsText}`);
+      // Every figure on the card fits its cell (the screenshot's width):
+      // a value wider than its column ran into the next one.
+      const cut = await page.$$eval('[data-worker-id="local"] .facts dd', (dds) =>
+        dds.filter((dd) => dd.scrollWidth > dd.clientWidth + 1)
+           .map((dd) => `${dd.previousElementSibling.textContent} "${dd.textContent}" (${dd.scrollWidth} > ${dd.clientWidth} px)`));
+      check(cut.length === 0, `worker card values wider than their cells: ${cut.join('; ')}`);
       fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT });
       log(`screenshot: ${SCREENSHOT} (page ${Date.now() - t0} ms)`);
