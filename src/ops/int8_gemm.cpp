@@ -332,17 +332,17 @@ HWY_INLINE void K4SubBlock(const uint8_t* base, int sub, const __m512i* k, __m51
   for (int m = 0; m < MR; ++m) mins[m] = _mm512_fmadd_ps(dm, _mm512_set1_ps(xmins[m * nb + sub]), mins[m]);
 }
 
-// kFirstPass: the panels come from memory (the first tile of rows), and each
-// super-block prefetches the next: the hardware prefetchers alone left a
-// one-row q4_k product at 21-27 GB/s (against 42-44 for q8_0's, which
-// prefetches too), and a decode step of the 1.1B Q4_K_M bench model at
-// 34.6-40.5 tokens/s; with the hints 46-52 (2 or 4 super-blocks ahead did
-// less). Later tiles find the panels in cache.
 // MR activation rows × NP q4_k panels: per sub-block s of 32 values, the
 // integer dot of the raw codes (0..15) with x's block, then
 //   acc = fma(float(dot), (d·sc_s)·dx, acc);  mins = fma(dmin·m_s, -(dx·Σx), mins)
 // and acc + mins at the end, as reference_int8_gemm writes it out. `xmins`
 // holds -(dx·Σx) of every activation block.
+// kFirstPass: the panels come from memory (the first tile of rows), and each
+// super-block prefetches the next. The hardware prefetchers alone left a
+// one-row q4_k product at 23-27 GB/s (q8_0's, which prefetches, 42-44) and
+// a decode step of the 1.1B Q4_K_M bench model at 34.6-40.5 tokens/s; with
+// the hints 36-41 GB/s and 46-52 tokens/s (2 or 4 super-blocks ahead did
+// less). Later tiles find the panels in cache.
 template <int MR, int NP, bool kFirstPass>
 HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const float* xmins, int64_t nsb, float* out,
                        int64_t ldo, const float* bias, int64_t n_valid) {
@@ -521,14 +521,16 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
       constexpr int MR = decltype(mr)::value;
       const ActBlock* xm = x + m * nb;
       const float* mm = xmins.data() + m * nb;
-      if (two && m == 0)
-        K4Tile<MR, 2, true>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
-      else if (two)
-        K4Tile<MR, 2, false>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
-      else if (m == 0)
-        K4Tile<MR, 1, true>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+      auto tile = [&](auto first) {
+        if (two)
+          K4Tile<MR, 2, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        else
+          K4Tile<MR, 1, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+      };
+      if (m == 0)
+        tile(std::true_type{});
       else
-        K4Tile<MR, 1, false>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        tile(std::false_type{});
     });
   }
 }
