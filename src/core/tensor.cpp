@@ -43,7 +43,13 @@ namespace {
 // and 1.7-3.9 ms on later ones, as glibc gave the pages back between
 // sessions. Mapped lazily: 0.2-0.3 ms, and about 2 ms as the cache's first
 // writes map their 64 KiB stretches (prepare_write); the threshold was 1 MiB.
+// The browser worker's memory has no pages to fault (emscripten's mmap is an
+// aligned allocation it clears), so there it stays at 1 MiB.
+#ifdef __EMSCRIPTEN__
+constexpr size_t kLazyZeroBytes = size_t{1} << 20;
+#else
 constexpr size_t kLazyZeroBytes = size_t{64} << 10;
+#endif
 }  // namespace
 
 Tensor Tensor::zeros(const Shape& shape) {
