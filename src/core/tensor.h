@@ -41,8 +41,9 @@ struct Tensor {
   static Tensor empty(const Shape& shape);
   static Tensor zeros(const Shape& shape);
   // Before writing [at, at + bytes) of this tensor's data: a `zeros` tensor
-  // of 64 KiB or more has its pages mapped lazily, and each first write to one traps to
-  // the kernel (to the hypervisor, under this project's VM: ~9 µs a page).
+  // of 64 KiB or more (1 MiB in the browser worker) has its pages mapped
+  // lazily, and each first write to one traps to the kernel (to the
+  // hypervisor, under this project's VM: ~9 µs a page).
   // When the write starts a new 64 KiB stretch, its pages are mapped in one
   // call instead. Only a hint: nothing changes for other tensors.
   void prepare_write(int64_t at, int64_t bytes) const;

@@ -1,7 +1,6 @@
 #include "ir/kv_memory.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <regex>
 
@@ -12,8 +11,6 @@
 namespace bonfire::ir {
 
 namespace {
-
-std::string mib(int64_t bytes) { return mib_text(bytes, 2); }
 
 // The op of the node that uses `slot` on `layer` ("" when none applies).
 std::string user_op(const json& doc, const std::string& slot, int64_t layer) {
@@ -91,13 +88,13 @@ json KvMemory::to_json() const {
 }
 
 std::string KvMemory::summary() const {
-  std::string s = "KV cache at ctx " + std::to_string(ctx) + ": " + mib(bytes);
+  std::string s = "KV cache at ctx " + std::to_string(ctx) + ": " + mib_text(bytes, 2);
   std::string parts;
   for (const auto& k : kinds) {
     std::string p = std::to_string(k.layers) + " " + k.kind + (k.layers == 1 ? " layer" : " layers") + ": ";
     if (k.bytes_per_token) p += std::to_string(k.bytes_per_token) + " B/token";
     if (k.bytes_per_token && k.fixed_bytes) p += " + ";
-    if (k.fixed_bytes || !k.bytes_per_token) p += mib(k.fixed_bytes) + " fixed";
+    if (k.fixed_bytes || !k.bytes_per_token) p += mib_text(k.fixed_bytes, 2) + " fixed";
     parts += (parts.empty() ? "" : "; ") + p + " each";
   }
   return s + (parts.empty() ? "" : " (" + parts + ")");

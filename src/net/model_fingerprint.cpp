@@ -1,7 +1,6 @@
 // The parts of model_hash.h that need no hashing library, so the browser
 // worker (WebAssembly, no OpenSSL: the page hashes with crypto.subtle) has them.
 #include <algorithm>
-#include <cstdio>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -20,10 +19,6 @@ nlohmann::json ModelFingerprint::to_json() const {
   return {{"id", id}, {"hash", hash}, {"files", files_json}};
 }
 
-namespace {
-std::string mib(int64_t bytes) { return mib_text(bytes); }
-}  // namespace
-
 ModelFetch parse_model_fetch(const nlohmann::json& h, int64_t max_bytes, int64_t lent) {
   ModelFetch f;
   f.model = h.value("model", "");
@@ -41,8 +36,8 @@ ModelFetch parse_model_fetch(const nlohmann::json& h, int64_t max_bytes, int64_t
     f.files.push_back(file);
   }
   if (f.bytes > max_bytes)
-    throw Error(ErrorCode::TooLarge, "model " + f.model + " is " + mib(f.bytes) + ", more than the " + mib(max_bytes) +
-                                         " this worker accepts (it lends " + mib(lent) + " of memory)");
+    throw Error(ErrorCode::TooLarge, "model " + f.model + " is " + mib_text(f.bytes) + ", more than the " + mib_text(max_bytes) +
+                                         " this worker accepts (it lends " + mib_text(lent) + " of memory)");
   return f;
 }
 

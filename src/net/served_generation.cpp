@@ -167,7 +167,8 @@ class PipelineRun {
           small.insert(c.worker);
           why_small = "a session of " + m_.id() + " layers " + std::to_string(s.first) + "-" +
                       std::to_string(s.end - 1) + " keeps " + mib_text(c.bytes) + " at the served context; worker " +
-                      c.worker + " takes sessions up to " + mib_text(c.budget) + " (3/4 of the " +
+                      c.worker + " takes sessions up to " + mib_text(c.budget) + " (" +
+                      std::to_string(SessionLedger::kShareNum) + "/" + std::to_string(SessionLedger::kShareDen) + " of the " +
                       mib_text(info.memory) + " it lends)";
         }
       }

@@ -4,7 +4,7 @@
 // A generation reserves, for each stage of its pipeline, what that stage's
 // session keeps on its worker (its layers' caches at the served context)
 // before its first call, and gives it back when it ends or moves. A worker
-// takes sessions up to kSessionShare of the memory it announced; the rest is
+// takes sessions up to kShareNum / kShareDen of the memory it announced; the rest is
 // left for the calls themselves (a prefill chunk's intermediates, frames in
 // its queue). A generation that does not fit waits until another gives
 // memory back, so a full worker queues new sequences instead of refusing

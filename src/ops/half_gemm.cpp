@@ -24,6 +24,11 @@ namespace bonfire::simd {
 namespace HWY_NAMESPACE {
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// GCC 12's AVX-512 headers fill unused inputs with _mm512_undefined_*(),
+// which -Wmaybe-uninitialized then reports inside every insert and cast (as
+// in int8_gemm.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace {  // per target: each file's helpers stay its own
 
@@ -85,12 +90,8 @@ HWY_INLINE void Tile(const uint8_t* const* panels, int64_t K, const float* x, in
 template <bool kF16, int NP>
 void Rows(const uint8_t* const* panels, int64_t K, const float* x, int64_t M, int64_t ldx, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
-  for_row_tiles(M, [&](auto mr, int64_t m) {
-    constexpr int MR = decltype(mr)::value;
-    if (m == 0)
-      Tile<kF16, MR, NP, true>(panels, K, x, ldx, out, ldo, bias, n_valid);
-    else
-      Tile<kF16, MR, NP, false>(panels, K, x + m * ldx, ldx, out + m * ldo, ldo, bias, n_valid);
+  for_row_tiles_first(M, [&](auto mr, int64_t m, auto first) {
+    Tile<kF16, decltype(mr)::value, NP, first.value>(panels, K, x + m * ldx, ldx, out + m * ldo, ldo, bias, n_valid);
   });
 }
 
@@ -116,6 +117,8 @@ void HalfGemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
                     float* out, int64_t ldo, const float* bias) {
   (t == DType::F16 ? Panels<true> : Panels<false>)(packed, N, K, x, M, ldx, out, ldo, bias);
 }
+
+#pragma GCC diagnostic pop
 
 #else  // no AVX-512: half_gemm_available() says so and nothing calls GemmPacked
 

@@ -438,24 +438,18 @@ void StreamRows(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, const A
 template <int NP, bool kNibbles = false>
 void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M, int64_t nb, float* out, int64_t ldo,
           const float* bias, int64_t n_valid) {
-  for_row_tiles<kWideRows>(M, [&](auto mr, int64_t m) {
+  for_row_tiles_first<kWideRows>(M, [&](auto mr, int64_t m, auto first) {
     constexpr int MR = decltype(mr)::value;
     const ActBlock* xm = x + m * nb;
     const int32_t* sm = sums + m * nb;
     float* om = out + m * ldo;
-    auto tile = [&](auto first) {
-      if constexpr (MR <= 4) {
-        Tile<MR, NP, kNibbles, first.value>(panels, xm, sm, nb, om, ldo, bias, n_valid);
-      } else {
-        for (int p = 0; p < NP && p * kLanes < n_valid; ++p)
-          Tile<MR, 1, kNibbles, first.value>(panels + p, xm, sm, nb, om + p * kLanes, ldo,
-                                             bias ? bias + p * kLanes : nullptr, n_valid - p * kLanes);
-      }
-    };
-    if (m == 0)
-      tile(std::true_type{});
-    else
-      tile(std::false_type{});
+    if constexpr (MR <= 4) {
+      Tile<MR, NP, kNibbles, first.value>(panels, xm, sm, nb, om, ldo, bias, n_valid);
+    } else {
+      for (int p = 0; p < NP && p * kLanes < n_valid; ++p)
+        Tile<MR, 1, kNibbles, first.value>(panels + p, xm, sm, nb, om + p * kLanes, ldo,
+                                           bias ? bias + p * kLanes : nullptr, n_valid - p * kLanes);
+    }
   });
 }
 
@@ -465,13 +459,10 @@ bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
 
 int64_t PanelBlockBytes(DType t) { return t == DType::Q8_0 ? kPanelBlock : kNibbleBlock; }
 
-// Bytes of one panel of K values a row.
-int64_t PanelBytes(DType t, int64_t K) { return int8_panel_stride(t, K); }
-
 void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
               uint8_t* out) {
   const int64_t nb = K / 32;
-  const int64_t block = PanelBlockBytes(t), panel = PanelBytes(t, K);
+  const int64_t block = PanelBlockBytes(t), panel = int8_panel_stride(t, K);
   PanelRows rows;
   for (int64_t p = first; p < last; ++p) {
     PanelRowsAt(w, stride, p * kLanes, N, rows);
@@ -491,7 +482,7 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
                 float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
   const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock;
-  const int64_t panel = PanelBytes(kNibbles ? DType::Q4_0 : DType::Q8_0, K);
+  const int64_t panel = int8_panel_stride(kNibbles ? DType::Q4_0 : DType::Q8_0, K);
   Panel panels[2];
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const int np = N - n0 > kLanes ? 2 : 1;
@@ -509,7 +500,7 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
 
 void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                   float* out, int64_t ldo, const float* bias) {
-  const int64_t nsb = K / 256, panel = PanelBytes(DType::Q4_K, K), nb = K / 32;
+  const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q4_K, K), nb = K / 32;
   thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
   xmins.resize(M * nb);
   for (int64_t i = 0; i < M * nb; ++i) xmins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
@@ -517,20 +508,14 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
     const uint8_t* panels[2] = {packed + n0 / kLanes * panel, packed + (n0 / kLanes + 1) * panel};
     const float* bn = bias ? bias + n0 : nullptr;
     const bool two = N - n0 > kLanes;
-    for_row_tiles(M, [&](auto mr, int64_t m) {
+    for_row_tiles_first(M, [&](auto mr, int64_t m, auto first) {
       constexpr int MR = decltype(mr)::value;
       const ActBlock* xm = x + m * nb;
       const float* mm = xmins.data() + m * nb;
-      auto tile = [&](auto first) {
-        if (two)
-          K4Tile<MR, 2, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
-        else
-          K4Tile<MR, 1, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
-      };
-      if (m == 0)
-        tile(std::true_type{});
+      if (two)
+        K4Tile<MR, 2, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
       else
-        tile(std::false_type{});
+        K4Tile<MR, 1, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
     });
   }
 }
@@ -556,7 +541,7 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
     uint8_t bytes[64];
   };
   thread_local std::vector<Line> buffer;  // aligned for the 64-byte loads
-  const int64_t panel = PanelBytes(t, K);
+  const int64_t panel = int8_panel_stride(t, K);
   if (buffer.size() < static_cast<size_t>(2 * panel / 64)) buffer.resize(2 * panel / 64);
   uint8_t* packed = reinterpret_cast<uint8_t*>(buffer.data());
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {

@@ -30,4 +30,17 @@ inline void for_row_tiles(int64_t M, Tile&& tile) {
   detail::last_row_tile<kMax - 1>(M - m, m, tile);
 }
 
+// for_row_tiles with a third argument, std::true_type for the first tile and
+// std::false_type for the rest: the first tile over a panel streams it from
+// memory (and prefetches), later ones find it in cache.
+template <int kMax = kTileRows, typename Tile>
+inline void for_row_tiles_first(int64_t M, Tile&& tile) {
+  for_row_tiles<kMax>(M, [&](auto mr, int64_t m) {
+    if (m == 0)
+      tile(mr, m, std::true_type{});
+    else
+      tile(mr, m, std::false_type{});
+  });
+}
+
 }  // namespace bonfire::simd
