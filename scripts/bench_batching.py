@@ -143,10 +143,13 @@ def main():
     ap.add_argument("--latency", type=int, default=0, metavar="WORDS",
                     help="instead: time to first token and step time while the streams decode, without and with "
                          "a prompt of WORDS words arriving (e.g. 2000)")
+    ap.add_argument("--serve-log", metavar="FILE",
+                    help="serve's stderr to FILE (with BONFIRE_HOP_TRACE=1 set: scripts/hop_trace.py FILE)")
     a = ap.parse_args()
+    log = open(a.serve_log, "w") if a.serve_log else subprocess.DEVNULL
     serve = subprocess.Popen([a.binary, "serve", "--model", a.model, "--port", str(a.port),
                               "--ctx", str(4096 if a.latency else 1024),
-                              "--quiet"], stderr=subprocess.DEVNULL)
+                              "--quiet"], stderr=log)
     url = f"http://127.0.0.1:{a.port}"
     try:
         for _ in range(600):

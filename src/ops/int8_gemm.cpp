@@ -49,7 +49,7 @@ constexpr int kAhead = 256;        // bytes of each weight row prefetched ahead
 constexpr int kStreamRows = 4;     // up to this many activation rows skip the packed copy
 constexpr int kWideRows = 8;       // activation rows of the widest tile
 constexpr int kPrefetchBlocks = 8; // blocks ahead a first pass over panels prefetches into L1
-constexpr int kFarBlocks = 128;    // and into L2 (64 KiB of q8_0 panel ahead)
+constexpr int kFarBlocks = 128;    // and into L2 (68 KiB of q8_0 panels ahead, scales included)
 // A q4_k panel's super-block (16 rows, 256 values), 2432 bytes:
 //   [0, 2048)     the nibbles: pair j (0..3), register g (0..7) holds bytes
 //                 4g..4g+3 of each row's qs[32j .. 32j + 32): low nibbles are
@@ -67,6 +67,7 @@ constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304;
 struct Panel {
   const uint8_t* bytes;
   const uint16_t* scales;
+  const uint8_t* end;  // the end of the panels this call streams (far prefetches stop there)
 };
 
 // Rows i and i + 8 of a panel's block, as unsigned bytes w + 128, in one
@@ -286,9 +287,15 @@ HWY_INLINE void Tile(const Panel* panels, const ActBlock* x, const int32_t* sums
         // Not for 1-4 rows: the hardware keeps up there, and the hints only
         // cost (1 row: 232-258 µs without them, 257-264 with).
         if constexpr (MR > 4) {
-          const char* far = reinterpret_cast<const char*>(panels[p].bytes) + (b + kFarBlocks) * kBlock;
-#pragma GCC unroll 8
-          for (int l = 0; l < kBlock; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
+          // Along the call's panels as they lie in memory (the scales
+          // included), and not past them: the next panels there are another
+          // thread's chunk, which it has streamed already.
+          constexpr int kStep = kBlock + 2 * kLanes;  // a panel's bytes a block
+          const char* far = reinterpret_cast<const char*>(panels[p].bytes) + (b + kFarBlocks) * kStep;
+          if (far + kStep <= reinterpret_cast<const char*>(panels[p].end)) {
+#pragma GCC unroll 9
+            for (int l = 0; l < kStep; l += 64) _mm_prefetch(far + l, _MM_HINT_T1);
+          }
         }
       }
       const __m512 dw =
@@ -484,11 +491,12 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
   const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock;
   const int64_t panel = int8_panel_stride(kNibbles ? DType::Q4_0 : DType::Q8_0, K);
   Panel panels[2];
+  const uint8_t* end = packed + (N + kLanes - 1) / kLanes * panel;
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const int np = N - n0 > kLanes ? 2 : 1;
     for (int p = 0; p < np; ++p) {
       const uint8_t* base = packed + (n0 / kLanes + p) * panel;
-      panels[p] = {base, reinterpret_cast<const uint16_t*>(base + nb * block)};
+      panels[p] = {base, reinterpret_cast<const uint16_t*>(base + nb * block), end};
     }
     const float* bn = bias ? bias + n0 : nullptr;
     if (np == 2)
