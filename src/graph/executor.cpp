@@ -249,10 +249,15 @@ std::vector<Planned> plan_call(const Graph& g, const std::map<std::string, Tenso
       limits, total_bytes);
 }
 
+bool output_is_buffer(const GraphNode& node, const TensorDesc& desc) {
+  return node.op->mutates_input < 0 && desc.dtype == DType::F32 &&
+         !(node.op->views_weight && !node.in.empty() && node.in[0].kind == Ref::Weight);
+}
+
 void prepare_output(const GraphNode& node, const TensorDesc& desc, const OpInputs& in, Tensor& out, BufferPool* pool) {
   if (node.op->mutates_input >= 0) {
     out = *in[node.op->mutates_input];  // shares the buffer: written in place
-  } else if (desc.dtype == DType::F32 && !(node.op->views_weight && !node.in.empty() && node.in[0].kind == Ref::Weight)) {
+  } else if (output_is_buffer(node, desc)) {
     out = pool ? pool->take(desc.shape) : Tensor::empty(desc.shape);
   } else {
     out.dtype = desc.dtype;

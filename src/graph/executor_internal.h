@@ -50,6 +50,10 @@ std::vector<Planned> plan_call(const Graph& g, const std::map<std::string, Tenso
                                const WeightLookup& weights, Session* session, const Limits& limits, bool need_data,
                                int64_t* total_bytes);
 
+// Whether node `node` writes a buffer of its own (prepare_output's second
+// case): f32, not in place, not a view of a weight.
+bool output_is_buffer(const GraphNode& node, const TensorDesc& desc);
+
 // Gives `out` what node `node` writes into: the mutated input, a buffer
 // from `pool` (or a fresh one when null), or, for a packed output, only its
 // dtype and shape (the op makes it a view).
