@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -175,6 +176,47 @@ TEST_F(ForEachTarget, KQuantsAreTheDequantizedSumOnEveryTarget) {
       hwy::SetSupportedTargetsForTest(target);
       EXPECT_NEAR(simd::dot_int8(t, row.data(), xq.data(), n, sums.data()), want, 1e-5 * mag)
           << target_name(target) << " " << dtype_name(t);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+TEST_F(ForEachTarget, RowsAtOnceAreEachRowsOwnDotToTheBit) {
+  // dot_int8_rows (a batched step's rows against one weight row) must give
+  // each row exactly what dot_int8 gives it alone, for every row count the
+  // q6_k kernel tiles (4 at a time, then the rest) and the other formats.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t n = 512, nb = n / 32;
+  for (DType t : {DType::Q6_K, DType::Q4_K, DType::Q8_0}) {
+    std::vector<uint8_t> row(row_bytes(t, n));
+    if (t == DType::Q8_0) {
+      quantize_row(t, random_values(n, rng, 0.05f).data(), row.data(), n);
+    } else {
+      for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+      for (int64_t s = 0; s < n / 256; ++s) {
+        uint16_t* d = reinterpret_cast<uint16_t*>(row.data() + s * row_bytes(t, 256) +
+                                                  (t == DType::Q6_K ? offsetof(BlockQ6_K, d) : 0));
+        d[0] = f32_to_f16(0.01f * (s + 1));
+        if (t == DType::Q4_K) d[1] = f32_to_f16(0.001f * (s + 2));
+      }
+    }
+    const int64_t M = 9;
+    const auto x = random_values(M * n, rng, 1.5f);
+    std::vector<simd::ActBlock> xq(M * nb);
+    ASSERT_TRUE(simd::quantize_activations(x.data(), M * n, xq.data()));
+    std::vector<int32_t> sums(M * nb);
+    simd::activation_sums(xq.data(), M * nb, sums.data());
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (int64_t rows = 1; rows <= M; ++rows) {
+        std::vector<float> got(rows * 3, -1.0f);
+        simd::dot_int8_rows(t, row.data(), xq.data(), n, rows, got.data(), 3, sums.data());
+        for (int64_t m = 0; m < rows; ++m) {
+          const float want = simd::dot_int8(t, row.data(), xq.data() + m * nb, n, sums.data() + m * nb);
+          EXPECT_EQ(got[m * 3], want) << target_name(target) << " " << dtype_name(t) << " rows " << rows << " row " << m;
+        }
+      }
     }
     hwy::SetSupportedTargetsForTest(0);
   }

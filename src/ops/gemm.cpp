@@ -151,10 +151,9 @@ bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, f
   }
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* row = w.data + n * stride;
-      for (int64_t m = 0; m < M; ++m)
-        out[m * ldo + n] = simd::dot_int8(w.dtype, row, q + m * blocks, K, xsums ? xsums + m * blocks : nullptr) +
-                           (bias ? bias[n] : 0.0f);
+      simd::dot_int8_rows(w.dtype, w.data + n * stride, q, K, M, out + n, ldo, xsums);
+      if (bias)
+        for (int64_t m = 0; m < M; ++m) out[m * ldo + n] += bias[n];
     }
   });
   return true;

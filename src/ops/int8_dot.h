@@ -44,6 +44,12 @@ bool quantize_activations(const float* x, int64_t n, ActBlock* out);
 // activation_sums of x where int8_dot_needs_sums(weight), else unused.
 float dot_int8(DType weight, const void* row, const ActBlock* x, int64_t n, const int32_t* sums = nullptr);
 
+// One weight row against M activation rows (row m's n / 32 blocks at
+// x + m * n / 32, its sums likewise): out[m * ldo] is dot_int8 of row m, to
+// the bit. A q6_k row is unpacked once for all M.
+void dot_int8_rows(DType weight, const void* row, const ActBlock* x, int64_t n, int64_t M, float* out, int64_t ldo,
+                   const int32_t* sums = nullptr);
+
 // "avx2" or "portable": the code dot_int8 runs on the target chosen now.
 const char* int8_dot_path();
 
