@@ -103,16 +103,20 @@ TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
   EXPECT_EQ(checked, 2 * 6 * 3 * 7 * 2);
 }
 
-// q4_k rows as llama.cpp lays them out, from random bytes with sane
-// super-block scales (the project writes no k-quants; the KQuantGolden test
-// reads llama.cpp's own files).
-Weights random_k4_weights(int64_t n, int64_t k, std::mt19937& rng) {
+// q4_k or q6_k rows as llama.cpp lays them out, from random bytes with
+// sane super-block scales (the project writes no k-quants; the KQuantGolden
+// test reads llama.cpp's own files).
+Weights random_kquant_weights(DType t, int64_t n, int64_t k, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
-  Weights w{DType::Q4_K, n, k, row_bytes(DType::Q4_K, k), {}};
+  Weights w{t, n, k, row_bytes(t, k), {}};
   w.bytes.resize(w.stride * n);
   for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
   for (int64_t r = 0; r < n; ++r)
     for (int64_t sb = 0; sb < k / 256; ++sb) {
+      if (t == DType::Q6_K) {
+        reinterpret_cast<BlockQ6_K*>(w.bytes.data() + r * w.stride)[sb].d = f32_to_f16(0.0002f * (1 + (r + sb) % 5));
+        continue;
+      }
       auto* blk = reinterpret_cast<BlockQ4_K*>(w.bytes.data() + r * w.stride) + sb;
       blk->d = f32_to_f16(0.001f * (1 + (r + sb) % 5));
       blk->dmin = f32_to_f16(0.0005f * (1 + (r * 3 + sb) % 7));
@@ -120,37 +124,39 @@ Weights random_k4_weights(int64_t n, int64_t k, std::mt19937& rng) {
   return w;
 }
 
-// q4_k panels: the kernel (packed at load, or two panels packed per call)
-// is the reference bit for bit, and the reference is ggml's dequantized
-// weights against the int8 activations within float rounding.
-TEST(Int8Gemm, Q4KPanelsAreTheReferenceBitForBit) {
+// q4_k and q6_k panels: the kernel (packed at load, or two panels packed
+// per call) is the reference bit for bit, and the reference is ggml's
+// dequantized weights against the int8 activations within float rounding.
+TEST(Int8Gemm, KQuantPanelsAreTheReferenceBitForBit) {
   if (!simd::int8_gemm_available(DType::Q4_K, 256)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   std::mt19937 rng(21);
+  for (DType t : {DType::Q4_K, DType::Q6_K})
   for (int64_t N : {16, 37, 80})
     for (int64_t K : {256, 768})
       for (int64_t M : {1, 3, 5, 11}) {
-        const Weights w = random_k4_weights(N, K, rng);
+        const Weights w = random_kquant_weights(t, N, K, rng);
         const auto x = random_activations(M, K, rng);
         std::vector<float> want(M * N);
-        simd::reference_int8_gemm(DType::Q4_K, w.bytes.data(), w.stride, N, K, x.data(), M, want.data(), N, nullptr);
+        simd::reference_int8_gemm(t, w.bytes.data(), w.stride, N, K, x.data(), M, want.data(), N, nullptr);
         const auto got = run_kernel(w, x, M, N, nullptr);
-        std::vector<uint8_t> packed(simd::int8_packed_bytes(DType::Q4_K, N, K) + 64);
+        std::vector<uint8_t> packed(simd::int8_packed_bytes(t, N, K) + 64);
         uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-        simd::int8_pack(DType::Q4_K, w.bytes.data(), w.stride, N, K, 0, (N + 15) / 16, aligned);
+        simd::int8_pack(t, w.bytes.data(), w.stride, N, K, 0, (N + 15) / 16, aligned);
         std::vector<int32_t> sums(x.size());
         simd::int8_block_sums(x.data(), static_cast<int64_t>(x.size()), sums.data());
         std::vector<float> from_packed(M * N);
-        simd::int8_gemm_packed(DType::Q4_K, aligned, N, K, {x.data(), sums.data(), M}, from_packed.data(), N, nullptr);
+        simd::int8_gemm_packed(t, aligned, N, K, {x.data(), sums.data(), M}, from_packed.data(), N, nullptr);
         for (int64_t i = 0; i < M * N; ++i) {
-          ASSERT_TRUE(same_bits(got[i], want[i])) << "N " << N << " K " << K << " M " << M << " at " << i << ": "
-                                                  << got[i] << " vs " << want[i];
-          ASSERT_TRUE(same_bits(from_packed[i], want[i])) << "packed, N " << N << " K " << K << " M " << M;
+          ASSERT_TRUE(same_bits(got[i], want[i])) << dtype_name(t) << " N " << N << " K " << K << " M " << M << " at "
+                                                  << i << ": " << got[i] << " vs " << want[i];
+          ASSERT_TRUE(same_bits(from_packed[i], want[i])) << "packed, " << dtype_name(t) << " N " << N << " K " << K
+                                                          << " M " << M;
         }
         // The reference against the definition: dequantized weights (ggml's
         // formulas, dequantize_row) times the quantized activations, in double.
         std::vector<float> deq(K);
         for (int64_t n = 0; n < N; n += 7) {
-          dequantize_row(DType::Q4_K, w.bytes.data() + n * w.stride, deq.data(), K);
+          dequantize_row(t, w.bytes.data() + n * w.stride, deq.data(), K);
           for (int64_t m = 0; m < M; ++m) {
             double exact = 0, mag = 0;
             for (int64_t k = 0; k < K; ++k) {
@@ -158,7 +164,7 @@ TEST(Int8Gemm, Q4KPanelsAreTheReferenceBitForBit) {
               exact += double(deq[k]) * b.d * b.qs[k % 32];
               mag += std::fabs(double(deq[k]) * b.d * b.qs[k % 32]);
             }
-            EXPECT_NEAR(want[m * N + n], exact, 1e-5 * mag + 1e-6) << "row " << n << " m " << m;
+            EXPECT_NEAR(want[m * N + n], exact, 1e-5 * mag + 1e-6) << dtype_name(t) << " row " << n << " m " << m;
           }
         }
       }

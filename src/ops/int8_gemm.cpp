@@ -59,6 +59,15 @@ constexpr int kFarBlocks = 128;    // and into L2 (68 KiB of q8_0 panels ahead, 
 // (the file's 16 x 144 bytes take 2304: 5.5% more to stream).
 constexpr int kK4Block = 2432;
 constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304;
+// A q6_k panel's super-block (16 rows, 256 values), 3392 bytes:
+//   [0, 2048)     the low nibbles: chunk c (0..3), register g (0..7) holds
+//                 bytes 4g..4g+3 of each row's ql[32c .. 32c + 32)
+//   [2048, 3072)  the high bit pairs: half h (0..1), register g holds bytes
+//                 4g..4g+3 of each row's qh[32h .. 32h + 32)
+//   [3072, 3328)  the int8 scales, [sub-block][row];  [3328, 3392) d, f32
+// (the file's 16 x 210 bytes take 3360: 1% more to stream).
+constexpr int kK6Block = 3392;
+constexpr int kK6Qh = 2048, kK6Scales = 3072, kK6D = 3328;
 
 // A panel's block b: kPanelBlock bytes (register k4 holds bytes 4·k4..4·k4+3
 // of the block for each of the 16 rows, as unsigned w + 128) and 16 scales,
@@ -407,6 +416,132 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const fl
               std::min<int64_t>(kLanes, n_valid - p * kLanes));
 }
 
+// q6_k rows into panels (kK6Block's layout), nsb super-blocks.
+void PackK6Panel(const PanelRows& p, int64_t nsb, uint8_t* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* block = p.rows[0] + sb * sizeof(BlockQ6_K);
+    uint8_t* o = out + sb * kK6Block;
+    for (int c = 0; c < 4; ++c)
+      for (int g = 0; g < 8; ++g)
+        _mm512_store_si512(o + 64 * (8 * c + g),
+                           _mm512_i32gather_epi32(p.scale_at, block + offsetof(BlockQ6_K, ql) + 32 * c + 4 * g, 1));
+    for (int h = 0; h < 2; ++h)
+      for (int g = 0; g < 8; ++g)
+        _mm512_store_si512(o + kK6Qh + 64 * (8 * h + g),
+                           _mm512_i32gather_epi32(p.scale_at, block + offsetof(BlockQ6_K, qh) + 32 * h + 4 * g, 1));
+    // d is the block's last 2 bytes: gathered with the two scales before it,
+    // so no read passes the block.
+    const __m512i dd = _mm512_i32gather_epi32(p.scale_at, block + offsetof(BlockQ6_K, d) - 2, 1);
+    _mm512_store_ps(o + kK6D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    for (int i = 0; i < kLanes; ++i) {
+      const auto* b = reinterpret_cast<const BlockQ6_K*>(p.rows[i] + sb * sizeof(BlockQ6_K));
+      for (int sub = 0; sub < 16; ++sub) o[kK6Scales + kLanes * sub + i] = static_cast<uint8_t>(b->scales[sub]);
+    }
+  }
+}
+
+// The codes (q + 32, 0..63) of activation block j (0..7) of a q6_k panel's
+// super-block `base`: register g holds values 4g..4g+3 of each row. Block j
+// is half h = j / 4, quarter q = j % 4: low nibbles of ql chunk 2h + q % 2
+// (high nibbles for q >= 2) and bits 2q, 2q + 1 of qh half h. The shifts are
+// 16-bit; each mask keeps the bits its own byte supplies.
+template <int J>
+HWY_INLINE void K6Codes(const uint8_t* base, __m512i* k) {
+  constexpr int h = J / 4, q = J % 4, c = 2 * h + q % 2;
+  const __m512i low = _mm512_set1_epi8(0x0f), high = _mm512_set1_epi8(0x30);
+  const auto* ql = reinterpret_cast<const __m512i*>(base) + 8 * c;
+  const auto* qh = reinterpret_cast<const __m512i*>(base + kK6Qh) + 8 * h;
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const __m512i l = _mm512_load_si512(ql + g), b = _mm512_load_si512(qh + g);
+    const __m512i nib = q >= 2 ? _mm512_and_si512(_mm512_srli_epi16(l, 4), low) : _mm512_and_si512(l, low);
+    // bits 2q, 2q + 1 to bits 4, 5
+    const __m512i two = q == 0 ? _mm512_slli_epi16(b, 4) : q == 1 ? _mm512_slli_epi16(b, 2) : q == 2 ? b : _mm512_srli_epi16(b, 2);
+    k[g] = _mm512_or_si512(nib, _mm512_and_si512(two, high));
+  }
+}
+
+// One activation block (j) of a q6_k panel against MR rows: its two
+// sub-blocks of 16 values have their own scales, so registers 0-3 and 4-7
+// make two integer dots, each less 32 x its half's activation sum (`half`:
+// 32 x the sums of values 0..15 and 16..31 of every x block).
+template <int MR>
+HWY_INLINE void K6Block(const uint8_t* base, int j, const __m512i* k, __m512 d, const ActBlock* x, const int32_t* half,
+                        int64_t nb, __m512* even, __m512* odd) {
+  const auto scales = [&](int sub) {
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                _mm_load_si128(reinterpret_cast<const __m128i*>(base + kK6Scales + kLanes * sub)))));
+  };
+  const __m512 da = scales(2 * j), db = scales(2 * j + 1);
+  __m512i dot_a[MR], dot_b[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    dot_a[m] = _mm512_set1_epi32(-half[2 * m * nb]);
+    dot_b[m] = _mm512_set1_epi32(-half[2 * m * nb + 1]);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g)
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      int32_t four[2];
+      std::memcpy(&four[0], x[m * nb].qs + 4 * g, sizeof four[0]);
+      std::memcpy(&four[1], x[m * nb].qs + 4 * (g + 4), sizeof four[1]);
+      dot_a[m] = _mm512_dpbusd_epi32(dot_a[m], k[g], _mm512_set1_epi32(four[0]));
+      dot_b[m] = _mm512_dpbusd_epi32(dot_b[m], k[g + 4], _mm512_set1_epi32(four[1]));
+    }
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    const __m512 dx = _mm512_set1_ps(x[m * nb].d);
+    even[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_a[m]), _mm512_mul_ps(da, dx), even[m]);
+    odd[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_b[m]), _mm512_mul_ps(db, dx), odd[m]);
+  }
+}
+
+// MR activation rows × one q6_k panel: per sub-block s of 16 values, the
+// integer dot of (q - 32) with x, then
+//   even/odd = fma(float(dot), (d·sc_s)·dx, even/odd)   (s even / s odd)
+// and even + odd at the end, as reference_int8_gemm writes it out.
+// kFirstPass: each super-block prefetches the next (q4_k's panels gained
+// 36-41 from 23-27 GB/s that way).
+template <int MR, bool kFirstPass>
+HWY_INLINE void K6Tile(const uint8_t* panel, const ActBlock* x, const int32_t* half, int64_t nsb, float* out,
+                       int64_t ldo, const float* bias, int64_t n_valid) {
+  const int64_t nb = nsb * 8;
+  __m512 even[MR], odd[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) even[m] = odd[m] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* base = panel + sb * kK6Block;
+    if constexpr (kFirstPass) {
+      const char* next = reinterpret_cast<const char*>(base + kK6Block);
+      for (int l = 0; l < kK6Block; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
+    }
+    const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(base + kK6D));
+    const ActBlock* xs = x + sb * 8;
+    const int32_t* hs = half + 2 * sb * 8;
+    __m512i k[8];
+    K6Codes<0>(base, k);
+    K6Block<MR>(base, 0, k, d, xs + 0, hs + 0, nb, even, odd);
+    K6Codes<1>(base, k);
+    K6Block<MR>(base, 1, k, d, xs + 1, hs + 2, nb, even, odd);
+    K6Codes<2>(base, k);
+    K6Block<MR>(base, 2, k, d, xs + 2, hs + 4, nb, even, odd);
+    K6Codes<3>(base, k);
+    K6Block<MR>(base, 3, k, d, xs + 3, hs + 6, nb, even, odd);
+    K6Codes<4>(base, k);
+    K6Block<MR>(base, 4, k, d, xs + 4, hs + 8, nb, even, odd);
+    K6Codes<5>(base, k);
+    K6Block<MR>(base, 5, k, d, xs + 5, hs + 10, nb, even, odd);
+    K6Codes<6>(base, k);
+    K6Block<MR>(base, 6, k, d, xs + 6, hs + 12, nb, even, odd);
+    K6Codes<7>(base, k);
+    K6Block<MR>(base, 7, k, d, xs + 7, hs + 14, nb, even, odd);
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) even[m] = _mm512_add_ps(even[m], odd[m]);
+  Store<MR>(even, out, ldo, bias, std::min<int64_t>(kLanes, n_valid));
+}
+
 // MR (<= kStreamRows) activation rows against one panel read straight from the
 // weight, each block transposed in registers and used at once: with few rows
 // (decode steps) a packed copy would cost more than it saves.
@@ -477,6 +612,8 @@ void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, i
     auto* scales = reinterpret_cast<uint16_t*>(base + nb * block);
     if (t == DType::Q4_K)
       PackK4Panel(rows, K / 256, base);
+    else if (t == DType::Q6_K)
+      PackK6Panel(rows, K / 256, base);
     else if (t == DType::Q8_0)
       PackPanel<true>(rows, nb, base, scales);
     else
@@ -528,9 +665,31 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
   }
 }
 
+void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, int64_t M, float* out, int64_t ldo,
+                  const float* bias) {
+  const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q6_K, K), nb = K / 32;
+  thread_local std::vector<int32_t> half;  // 32 x the sums of each x block's two halves, once a call
+  half.resize(2 * M * nb);
+  for (int64_t i = 0; i < M * nb; ++i) {
+    int32_t a = 0, b = 0;
+    for (int l = 0; l < 16; ++l) a += x[i].qs[l], b += x[i].qs[16 + l];
+    half[2 * i] = 32 * a;
+    half[2 * i + 1] = 32 * b;
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
+    const uint8_t* p = packed + n0 / kLanes * panel;
+    const float* bn = bias ? bias + n0 : nullptr;
+    for_row_tiles_first(M, [&](auto mr, int64_t m, auto first) {
+      K6Tile<decltype(mr)::value, first.value>(p, x + m * nb, half.data() + 2 * m * nb, nsb, out + n0 + m * ldo, ldo,
+                                               bn, N - n0);
+    });
+  }
+}
+
 void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
                     int64_t M, float* out, int64_t ldo, const float* bias) {
   if (t == DType::Q4_K) return GemmK4Panels(packed, N, K, x, sums, M, out, ldo, bias);
+  if (t == DType::Q6_K) return GemmK6Panels(packed, N, K, x, M, out, ldo, bias);
   (t == DType::Q8_0 ? GemmPanels<false> : GemmPanels<true>)(packed, N, K, x, sums, M, out, ldo, bias);
 }
 
@@ -538,8 +697,8 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
               int64_t M, float* out, int64_t ldo, const float* bias) {
   const int64_t nb = K / 32;
   const bool q8 = t == DType::Q8_0;
-  // q4_k has no streaming form: a few rows pack two panels first too.
-  if (M <= kStreamRows && t != DType::Q4_K) {
+  // The k-quants have no streaming form: a few rows pack two panels first too.
+  if (M <= kStreamRows && t != DType::Q4_K && t != DType::Q6_K) {
     (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
     return;
   }
@@ -589,6 +748,7 @@ HWY_EXPORT(Int8GemmPacked);
 
 int64_t int8_panel_stride(DType weight, int64_t k) {
   if (weight == DType::Q4_K) return k / 256 * 2432;
+  if (weight == DType::Q6_K) return k / 256 * 3392;
   // The blocks (512 or 256 bytes each), then their f16 scales padded to 64.
   const int64_t nb = k / 32;
   return nb * (weight == DType::Q8_0 ? 512 : 256) + (nb * 16 * 2 + 63) / 64 * 64;
@@ -607,7 +767,7 @@ void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K,
 
 bool int8_gemm_available(DType weight, int64_t k) {
   const bool shape = (weight == DType::Q8_0 || weight == DType::Q4_0) ? k > 0 && k % 32 == 0
-                     : weight == DType::Q4_K                           ? k > 0 && k % 256 == 0
+                     : weight == DType::Q4_K || weight == DType::Q6_K  ? k > 0 && k % 256 == 0
                                                                         : false;
   return shape && HWY_DYNAMIC_DISPATCH(Int8Available)();
 }

@@ -15,7 +15,8 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
   for (int64_t n = 0; n < N; ++n) {
     const uint8_t* row = w + n * stride;
     for (int64_t m = 0; m < M; ++m) {
-      float acc = 0, mins = 0;  // mins: q4_k's sub-block mins, summed apart
+      // second: q4_k's sub-block mins, q6_k's odd sub-blocks, summed apart
+      float acc = 0, second = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const ActBlock& xb = x[m * nb + b];
         int32_t dot = 0;
@@ -38,7 +39,25 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
           const float ds = f16_to_f32(blk.d) * static_cast<float>(sc);
           const float dm = f16_to_f32(blk.dmin) * static_cast<float>(mn);
           acc = std::fma(static_cast<float>(dot), ds * xb.d, acc);
-          mins = std::fma(dm, -(xb.d * static_cast<float>(sum)), mins);
+          second = std::fma(dm, -(xb.d * static_cast<float>(sum)), second);
+          continue;
+        } else if (weight == DType::Q6_K) {
+          // Block b is sub-blocks 2j and 2j + 1 (16 values each, own scales)
+          // of super-block b / 8; value l's 6 bits as dequantize_row reads them.
+          const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+          const int j = static_cast<int>(b % 8), h = j / 4, q = j % 4;
+          const float d = f16_to_f32(blk.d);
+          for (int s = 0; s < 2; ++s) {
+            int32_t sub_dot = 0;
+            for (int l = 16 * s; l < 16 * s + 16; ++l) {
+              const uint8_t lo = blk.ql[64 * h + 32 * (q % 2) + l];
+              const int code = ((q >= 2 ? lo >> 4 : lo & 15) | (((blk.qh[32 * h + l] >> (2 * q)) & 3) << 4)) - 32;
+              sub_dot += code * xb.qs[l];
+            }
+            const float t = d * static_cast<float>(blk.scales[2 * j + s]) * xb.d;
+            if (s == 0) acc = std::fma(static_cast<float>(sub_dot), t, acc);
+            else second = std::fma(static_cast<float>(sub_dot), t, second);
+          }
           continue;
         } else {
           const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
@@ -49,7 +68,7 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
         const float scale = dw * xb.d;
         acc = std::fma(static_cast<float>(dot), scale, acc);
       }
-      acc += mins;
+      acc += second;
       out[m * ldo + n] = bias ? acc + bias[n] : acc;
     }
   }
