@@ -1,5 +1,5 @@
-// A tiled product of q8_0 / q4_0 weights with int8-quantized activations
-// (ops/int8_dot.h's ActBlock rows) for CPUs with AVX-512 VNNI, where one
+// A tiled product of q8_0, q4_0, q4_k and q6_k weights with int8-quantized
+// activations (ops/int8_dot.h's ActBlock rows) for CPUs with AVX-512 VNNI, where one
 // instruction sums 64 byte products. Prefill is where it pays: the weight
 // streams once per panel of 32 rows, and each panel meets many activation
 // rows in registers (llama.cpp's repacked q8_0/q4_0 GEMMs work the same way).
@@ -12,8 +12,11 @@
 // The promise the rest of the engine builds on: every output is computed as
 //     acc = 0;  for each block b in order:  acc = fma(float(dot_b), dw_b * dx_b, acc)
 //     out = acc + bias
-// with dot_b the exact integer sum of the block's 32 products. So a row's
-// result does not depend on how many rows are computed with it (a batch, a
+// with dot_b the exact integer sum of the block's 32 products. (The
+// k-quants keep a second sum, added at the end: q4_k's sub-block mins, and
+// q6_k's odd 16-value sub-blocks, each with its own scale; see
+// reference_int8_gemm.) So a row's result does not depend on how many rows
+// are computed with it (a batch, a
 // prefill chunk, a verifier's recomputation all agree bit for bit), and
 // reference_int8_gemm below reproduces it exactly.
 #pragma once
@@ -25,14 +28,15 @@
 namespace bonfire::simd {
 
 // True when this CPU runs the tiled kernel (AVX-512 VNNI chosen by Highway's
-// dispatch) for this weight format and row length (q8_0 or q4_0, K % 32 == 0).
+// dispatch) for this weight format and row length (q8_0 or q4_0 with
+// K % 32 == 0; q4_k or q6_k with K % 256 == 0).
 bool int8_gemm_available(DType weight, int64_t k);
 
 // 128 × the sum of each block's 32 values, for x[m * blocks + b]: the kernel
 // multiplies weights shifted to unsigned bytes (w + 128) and subtracts this.
 void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums);
 
-// out[m * ldo + n] for m < M, n < N: weight rows w[n] (q8_0 or q4_0, K
+// out[m * ldo + n] for m < M, n < N: weight rows w[n] (any of the above, K
 // values, `stride` bytes apart) against activation rows x[m * K/32 ...],
 // plus bias[n] when given. Requires int8_gemm_available(weight, K).
 struct Int8Rows {
@@ -49,7 +53,8 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
 // int8_panel_stride bytes at p * int8_panel_stride, 64-byte aligned: 34
 // bytes per 32 q8_0 values and 18 per 32 q4_0 values, as in the file (q4_0's
 // panels keep the nibbles, and every panel the f16 scales), plus padding to
-// 64 bytes when K / 32 is odd.
+// 64 bytes when K / 32 is odd. q4_k and q6_k panels take 2432 and 3392
+// bytes per 256 values (ops/int8_gemm_kquants-inl.h has their layouts).
 int64_t int8_panel_stride(DType weight, int64_t k);
 int64_t int8_packed_bytes(DType weight, int64_t n, int64_t k);
 // Packs panels [first, last) of w (rows as in int8_gemm) into out + first *
