@@ -16,9 +16,8 @@
 // k-quants keep a second sum, added at the end: q4_k's sub-block mins, and
 // q6_k's odd 16-value sub-blocks, each with its own scale; see
 // reference_int8_gemm.) So a row's result does not depend on how many rows
-// are computed with it (a batch, a
-// prefill chunk, a verifier's recomputation all agree bit for bit), and
-// reference_int8_gemm below reproduces it exactly.
+// are computed with it (a batch, a prefill chunk, a verifier's recomputation
+// all agree bit for bit), and reference_int8_gemm below reproduces it exactly.
 #pragma once
 #include <cstdint>
 
