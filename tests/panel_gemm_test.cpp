@@ -103,7 +103,7 @@ TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
   EXPECT_EQ(checked, 2 * 6 * 3 * 7 * 2);
 }
 
-// q4_k or q6_k rows as llama.cpp lays them out, from random bytes with
+// q4_k, q5_k or q6_k rows as llama.cpp lays them out, from random bytes with
 // sane super-block scales (the project writes no k-quants; the KQuantGolden
 // test reads llama.cpp's own files).
 Weights random_kquant_weights(DType t, int64_t n, int64_t k, std::mt19937& rng) {
@@ -117,20 +117,21 @@ Weights random_kquant_weights(DType t, int64_t n, int64_t k, std::mt19937& rng) 
         reinterpret_cast<BlockQ6_K*>(w.bytes.data() + r * w.stride)[sb].d = f32_to_f16(0.0002f * (1 + (r + sb) % 5));
         continue;
       }
-      auto* blk = reinterpret_cast<BlockQ4_K*>(w.bytes.data() + r * w.stride) + sb;
-      blk->d = f32_to_f16(0.001f * (1 + (r + sb) % 5));
-      blk->dmin = f32_to_f16(0.0005f * (1 + (r * 3 + sb) % 7));
+      // d and dmin lead both q4_k and q5_k blocks
+      uint16_t* d = reinterpret_cast<uint16_t*>(w.bytes.data() + r * w.stride + sb * row_bytes(t, 256));
+      d[0] = f32_to_f16(0.001f * (1 + (r + sb) % 5));
+      d[1] = f32_to_f16(0.0005f * (1 + (r * 3 + sb) % 7));
     }
   return w;
 }
 
-// q4_k and q6_k panels: the kernel (packed at load, or two panels packed
+// q4_k, q5_k and q6_k panels: the kernel (packed at load, or two panels packed
 // per call) is the reference bit for bit, and the reference is ggml's
 // dequantized weights against the int8 activations within float rounding.
 TEST(Int8Gemm, KQuantPanelsAreTheReferenceBitForBit) {
   if (!simd::int8_gemm_available(DType::Q4_K, 256)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   std::mt19937 rng(21);
-  for (DType t : {DType::Q4_K, DType::Q6_K})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
   for (int64_t N : {16, 37, 80})
     for (int64_t K : {256, 768})
       for (int64_t M : {1, 3, 5, 11}) {

@@ -13,6 +13,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -365,7 +366,9 @@ void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, i
     uint8_t* base = out + p * panel;
     auto* scales = reinterpret_cast<uint16_t*>(base + nb * block);
     if (t == DType::Q4_K)
-      PackK4Panel(rows, K / 256, base);
+      PackK4Panel<false>(rows, K / 256, base);
+    else if (t == DType::Q5_K)
+      PackK4Panel<true>(rows, K / 256, base);
     else if (t == DType::Q6_K)
       PackK6Panel(rows, K / 256, base);
     else if (t == DType::Q8_0)
@@ -399,7 +402,8 @@ void GemmPanels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, 
 
 void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
                     int64_t M, float* out, int64_t ldo, const float* bias) {
-  if (t == DType::Q4_K) return GemmK4Panels(packed, N, K, x, sums, M, out, ldo, bias);
+  if (t == DType::Q4_K) return GemmK4Panels<false>(packed, N, K, x, sums, M, out, ldo, bias);
+  if (t == DType::Q5_K) return GemmK4Panels<true>(packed, N, K, x, sums, M, out, ldo, bias);
   if (t == DType::Q6_K) return GemmK6Panels(packed, N, K, x, M, out, ldo, bias);
   (t == DType::Q8_0 ? GemmPanels<false> : GemmPanels<true>)(packed, N, K, x, sums, M, out, ldo, bias);
 }
@@ -409,7 +413,7 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
   const int64_t nb = K / 32;
   const bool q8 = t == DType::Q8_0;
   // The k-quants have no streaming form: a few rows pack two panels first too.
-  if (M <= kStreamRows && t != DType::Q4_K && t != DType::Q6_K) {
+  if (M <= kStreamRows && (t == DType::Q8_0 || t == DType::Q4_0)) {
     (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
     return;
   }
@@ -459,6 +463,7 @@ HWY_EXPORT(Int8GemmPacked);
 
 int64_t int8_panel_stride(DType weight, int64_t k) {
   if (weight == DType::Q4_K) return k / 256 * 2432;
+  if (weight == DType::Q5_K) return k / 256 * 2944;
   if (weight == DType::Q6_K) return k / 256 * 3392;
   // The blocks (512 or 256 bytes each), then their f16 scales padded to 64.
   const int64_t nb = k / 32;
@@ -478,7 +483,7 @@ void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K,
 
 bool int8_gemm_available(DType weight, int64_t k) {
   const bool shape = (weight == DType::Q8_0 || weight == DType::Q4_0) ? k > 0 && k % 32 == 0
-                     : weight == DType::Q4_K || weight == DType::Q6_K  ? k > 0 && k % 256 == 0
+                     : weight == DType::Q4_K || weight == DType::Q5_K || weight == DType::Q6_K ? k > 0 && k % 256 == 0
                                                                         : false;
   return shape && HWY_DYNAMIC_DISPATCH(Int8Available)();
 }

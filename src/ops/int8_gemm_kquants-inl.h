@@ -1,4 +1,4 @@
-// The k-quant panel kernels of ops/int8_gemm.cpp (q4_k and q6_k): their
+// The k-quant panel kernels of ops/int8_gemm.cpp (q4_k, q5_k and q6_k): their
 // panel layouts, packing, tiles and products. Highway compiles int8_gemm.cpp
 // once per target, and that file includes this one inside its per-target
 // anonymous namespace, after the helpers every kernel shares (kLanes,
@@ -14,8 +14,12 @@
 //   [2048, 2112)  d of each row, f32;  [2112, 2176) dmin of each row
 //   [2176, 2304)  the 6-bit scales, [sub-block][row];  [2304, 2432) the mins
 // (the file's 16 x 144 bytes take 2304: 5.5% more to stream).
-constexpr int kK4Block = 2432;
-constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304;
+// A q5_k panel's super-block is q4_k's, then the fifth bits:
+//   [2432, 2944)  register g (0..7) holds bytes 4g..4g+3 of each row's
+//                 qh[0 .. 32) (bit s of qh[l]: value l of sub-block s)
+// (the file's 16 x 176 bytes take 2816: 4.5% more to stream).
+constexpr int kK4Block = 2432, kK5Block = 2944;
+constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304, kK5Qh = 2432;
 // A q6_k panel's super-block (16 rows, 256 values), 3392 bytes:
 //   [0, 2048)     the low nibbles: chunk c (0..3), register g (0..7) holds
 //                 bytes 4g..4g+3 of each row's ql[32c .. 32c + 32)
@@ -26,19 +30,25 @@ constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304;
 constexpr int kK6Block = 3392;
 constexpr int kK6Qh = 2048, kK6Scales = 3072, kK6D = 3328;
 
-// q4_k rows into panels (kK4Block's layout), nsb super-blocks.
+// q4_k (or q5_k: kFive) rows into panels (kK4Block's layout, kK5Block's),
+// nsb super-blocks. Both blocks start with d, dmin and the 12 scale bytes.
+template <bool kFive>
 void PackK4Panel(const PanelRows& p, int64_t nsb, uint8_t* out) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* block = p.rows[0] + sb * sizeof(BlockQ4_K);
-    uint8_t* o = out + sb * kK4Block;
+    const uint8_t* block = p.rows[0] + sb * sizeof(Block);
+    uint8_t* o = out + sb * (kFive ? kK5Block : kK4Block);
     for (int j = 0; j < 4; ++j)
       for (int g = 0; g < 8; ++g)
-        _mm512_store_si512(o + 64 * (8 * j + g), _mm512_i32gather_epi32(p.scale_at, block + offsetof(BlockQ4_K, qs) + 32 * j + 4 * g, 1));
+        _mm512_store_si512(o + 64 * (8 * j + g), _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qs) + 32 * j + 4 * g, 1));
+    if constexpr (kFive)
+      for (int g = 0; g < 8; ++g)
+        _mm512_store_si512(o + kK5Qh + 64 * g, _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qh) + 4 * g, 1));
     const __m512i dd = _mm512_i32gather_epi32(p.scale_at, block, 1);  // d, then dmin in the high half
     _mm512_store_ps(o + kK4D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
     _mm512_store_ps(o + kK4Dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
     for (int i = 0; i < kLanes; ++i) {
-      const auto* b = reinterpret_cast<const BlockQ4_K*>(p.rows[i] + sb * sizeof(BlockQ4_K));
+      const auto* b = reinterpret_cast<const Block*>(p.rows[i] + sb * sizeof(Block));
       for (int sub = 0; sub < 8; ++sub)
         k4_scale_min(sub, b->scales, o + kK4Scales + kLanes * sub + i, o + kK4Mins + kLanes * sub + i);
     }
@@ -61,8 +71,19 @@ HWY_INLINE void K4SubBlock(const uint8_t* base, int sub, const __m512i* k, __m51
   for (int m = 0; m < MR; ++m) mins[m] = _mm512_fmadd_ps(dm, _mm512_set1_ps(xmins[m * nb + sub]), mins[m]);
 }
 
-// MR activation rows × NP q4_k panels: per sub-block s of 32 values, the
-// integer dot of the raw codes (0..15) with x's block, then
+// q5_k's fifth bits of sub-block s to bit 4 of each code in k (kK5Qh's
+// registers): a 16-bit shift, then a mask that keeps each byte's own bit.
+HWY_INLINE void K5FifthBits(const uint8_t* base, int s, __m512i* k) {
+  const auto* qh = reinterpret_cast<const __m512i*>(base + kK5Qh);
+  const __m128i count = _mm_cvtsi32_si128(s);
+  const __m512i one = _mm512_set1_epi8(1);
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g)
+    k[g] = _mm512_or_si512(k[g], _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(qh + g), count), one), 4));
+}
+
+// MR activation rows × NP q4_k (or q5_k: kFive) panels: per sub-block s of
+// 32 values, the integer dot of the raw codes (0..15; q5_k 0..31) with x's block, then
 //   acc = fma(float(dot), (d·sc_s)·dx, acc);  mins = fma(dmin·m_s, -(dx·Σx), mins)
 // and acc + mins at the end, as reference_int8_gemm writes it out. `xmins`
 // holds -(dx·Σx) of every activation block.
@@ -72,7 +93,7 @@ HWY_INLINE void K4SubBlock(const uint8_t* base, int sub, const __m512i* k, __m51
 // a decode step of the 1.1B Q4_K_M bench model at 34.6-40.5 tokens/s; with
 // the hints 36-41 GB/s and 46-52 tokens/s (2 or 4 super-blocks ahead did
 // less). Later tiles find the panels in cache.
-template <int MR, int NP, bool kFirstPass>
+template <int MR, int NP, bool kFive, bool kFirstPass>
 HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const float* xmins, int64_t nsb, float* out,
                        int64_t ldo, const float* bias, int64_t n_valid) {
   const int64_t nb = nsb * 8;
@@ -87,10 +108,11 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const fl
   for (int64_t sb = 0; sb < nsb; ++sb) {
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
-      const uint8_t* base = panels[p] + sb * kK4Block;
+      constexpr int kBlock = kFive ? kK5Block : kK4Block;
+      const uint8_t* base = panels[p] + sb * kBlock;
       if constexpr (kFirstPass) {  // the panel's next super-block
-        const char* next = reinterpret_cast<const char*>(base + kK4Block);
-        for (int l = 0; l < kK4Block; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
+        const char* next = reinterpret_cast<const char*>(base + kBlock);
+        for (int l = 0; l < kBlock; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
       }
       const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(base + kK4D));
       const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float*>(base + kK4Dmin));
@@ -106,14 +128,17 @@ HWY_INLINE void K4Tile(const uint8_t* const* panels, const ActBlock* x, const fl
             lo[g] = _mm512_and_si512(r, low);
             hi[g] = _mm512_and_si512(_mm512_srli_epi16(r, 4), low);
           }
+          if constexpr (kFive) K5FifthBits(base, 2 * pair, lo), K5FifthBits(base, 2 * pair + 1, hi);
           K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
           K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
         } else {
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) lo[g] = _mm512_and_si512(_mm512_load_si512(src + g), low);
+          if constexpr (kFive) K5FifthBits(base, 2 * pair, lo);
           K4SubBlock<MR>(base, 2 * pair, lo, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) hi[g] = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(src + g), 4), low);
+          if constexpr (kFive) K5FifthBits(base, 2 * pair + 1, hi);
           K4SubBlock<MR>(base, 2 * pair + 1, hi, d, dmin, x + sb * 8, xmins + sb * 8, nb, acc[p], mins[p]);
         }
       }
@@ -255,9 +280,10 @@ HWY_INLINE void K6Tile(const uint8_t* panel, const ActBlock* x, const int32_t* h
   Store<MR>(even, out, ldo, bias, std::min<int64_t>(kLanes, n_valid));
 }
 
+template <bool kFive>
 void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                   float* out, int64_t ldo, const float* bias) {
-  const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q4_K, K), nb = K / 32;
+  const int64_t nsb = K / 256, panel = int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), nb = K / 32;
   thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
   xmins.resize(M * nb);
   for (int64_t i = 0; i < M * nb; ++i) xmins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
@@ -270,9 +296,9 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
       const ActBlock* xm = x + m * nb;
       const float* mm = xmins.data() + m * nb;
       if (two)
-        K4Tile<MR, 2, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        K4Tile<MR, 2, kFive, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
       else
-        K4Tile<MR, 1, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
+        K4Tile<MR, 1, kFive, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
     });
   }
 }

@@ -25,19 +25,25 @@ void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t
           const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
           dw = f16_to_f32(blk.d);
           for (int j = 0; j < 32; ++j) dot += int32_t(blk.qs[j]) * xb.qs[j];
-        } else if (weight == DType::Q4_K) {
-          const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b / 8];
+        } else if (weight == DType::Q4_K || weight == DType::Q5_K) {
+          // Sub-block b % 8 of super-block b / 8; q5_k adds bit (b % 8) of qh[l].
+          const bool five = weight == DType::Q5_K;
+          const auto* k4 = reinterpret_cast<const BlockQ4_K*>(row) + b / 8;
+          const auto* k5 = reinterpret_cast<const BlockQ5_K*>(row) + b / 8;
+          const uint16_t d = five ? k5->d : k4->d, dmin = five ? k5->dmin : k4->dmin;
+          const uint8_t* qs = five ? k5->qs : k4->qs;
           const int sub = static_cast<int>(b % 8);
           uint8_t sc, mn;
-          k4_scale_min(sub, blk.scales, &sc, &mn);
+          k4_scale_min(sub, five ? k5->scales : k4->scales, &sc, &mn);
           int32_t sum = 0;
           for (int l = 0; l < 32; ++l) {
-            const uint8_t q = blk.qs[32 * (sub / 2) + l];
-            dot += int32_t(sub % 2 ? q >> 4 : q & 15) * xb.qs[l];
+            const uint8_t q = qs[32 * (sub / 2) + l];
+            const int fifth = five ? ((k5->qh[l] >> sub) & 1) << 4 : 0;
+            dot += (int32_t(sub % 2 ? q >> 4 : q & 15) | fifth) * xb.qs[l];
             sum += xb.qs[l];
           }
-          const float ds = f16_to_f32(blk.d) * static_cast<float>(sc);
-          const float dm = f16_to_f32(blk.dmin) * static_cast<float>(mn);
+          const float ds = f16_to_f32(d) * static_cast<float>(sc);
+          const float dm = f16_to_f32(dmin) * static_cast<float>(mn);
           acc = std::fma(static_cast<float>(dot), ds * xb.d, acc);
           second = std::fma(dm, -(xb.d * static_cast<float>(sum)), second);
           continue;
