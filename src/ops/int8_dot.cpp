@@ -122,42 +122,14 @@ HWY_INLINE void UnpackQ6KHalf(const uint8_t* ql, const uint8_t* qh, __m256i* y) 
       k32);
 }
 
+// q6_k rows against MR activation rows (row m's blocks at x + m * nb).
 // Per 32 activations: 8 int32 lanes, lanes 0-3 the first 16 products (one
 // q6_k scale), lanes 4-7 the next 16 (the next scale). The super-block's 16
 // scales are widened once (d * scale, as f32), and block b takes its pair
-// with one permute.
-float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const __m256 d = _mm256_set1_ps(HalfScale(w[sb].d));
-    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[sb].scales));
-    const __m256 scales[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))),
-                              _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))))};
-    const ActBlock* xb = x + sb * 8;
-#pragma GCC unroll 2
-    for (int half = 0; half < 2; ++half) {
-      __m256i y[4];
-      UnpackQ6KHalf(w[sb].ql + 64 * half, w[sb].qh + 32 * half, y);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const int b = 4 * half + k;
-        const __m256 p = DotBytes(y[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs)));
-        const __m256i pair = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
-        const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(scales[half], pair), _mm256_set1_ps(xb[b].d));
-        if (k % 2) acc1 = _mm256_fmadd_ps(p, scale, acc1);
-        else acc0 = _mm256_fmadd_ps(p, scale, acc0);
-      }
-    }
-  }
-  return HorizontalSum(_mm256_add_ps(acc0, acc1));
-}
-
-// DotQ6K for MR activation rows at once (row m's blocks at x + m * nb):
-// each half super-block is unpacked once for all of them, and each row's
-// sums run exactly as DotQ6K's, so row m's result is DotQ6K's to the bit (a
-// sequence's tokens must not depend on the rows batched with it). The
-// unpack was a third of a row's work: 8 rows of a batched step redid it 8
-// times.
+// with one permute. Each half super-block is unpacked once for all MR rows,
+// and each row's sums run the same way for any MR, so a row's result does
+// not depend on the rows batched with it (DotQ6K is MR = 1). The unpack was
+// a third of a row's work: 8 rows of a batched step redid it 8 times.
 template <int MR>
 void DotQ6KRows(const BlockQ6_K* w, const ActBlock* x, int64_t nb, int64_t nsb, float* out, int64_t ldo) {
   __m256 acc0[MR], acc1[MR];
@@ -190,6 +162,12 @@ void DotQ6KRows(const BlockQ6_K* w, const ActBlock* x, int64_t nb, int64_t nsb, 
   }
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) out[m * ldo] = HorizontalSum(_mm256_add_ps(acc0[m], acc1[m]));
+}
+
+float DotQ6K(const BlockQ6_K* w, const ActBlock* x, int64_t nsb) {
+  float out;
+  DotQ6KRows<1>(w, x, nsb * 8, nsb, &out, 0);
+  return out;
 }
 
 // q4_k and q5_k: per sub-block j of 32 values, d * sc_j * sum q x over the

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <cmath>
 #include <cstddef>
 #include <cstring>

@@ -258,22 +258,9 @@ HWY_INLINE void K6Tile(const uint8_t* panel, const ActBlock* x, const int32_t* h
     const ActBlock* xs = x + sb * 8;
     const int32_t* hs = half + 2 * sb * 8;
     __m512i k[8];
-    K6Codes<0>(base, k);
-    K6Block<MR>(base, 0, k, d, xs + 0, hs + 0, nb, even, odd);
-    K6Codes<1>(base, k);
-    K6Block<MR>(base, 1, k, d, xs + 1, hs + 2, nb, even, odd);
-    K6Codes<2>(base, k);
-    K6Block<MR>(base, 2, k, d, xs + 2, hs + 4, nb, even, odd);
-    K6Codes<3>(base, k);
-    K6Block<MR>(base, 3, k, d, xs + 3, hs + 6, nb, even, odd);
-    K6Codes<4>(base, k);
-    K6Block<MR>(base, 4, k, d, xs + 4, hs + 8, nb, even, odd);
-    K6Codes<5>(base, k);
-    K6Block<MR>(base, 5, k, d, xs + 5, hs + 10, nb, even, odd);
-    K6Codes<6>(base, k);
-    K6Block<MR>(base, 6, k, d, xs + 6, hs + 12, nb, even, odd);
-    K6Codes<7>(base, k);
-    K6Block<MR>(base, 7, k, d, xs + 7, hs + 14, nb, even, odd);
+    [&]<int... J>(std::integer_sequence<int, J...>) {  // blocks 0..7, each with its own constant shifts
+      ((K6Codes<J>(base, k), K6Block<MR>(base, J, k, d, xs + J, hs + 2 * J, nb, even, odd)), ...);
+    }(std::make_integer_sequence<int, 8>{});
   }
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) even[m] = _mm512_add_ps(even[m], odd[m]);
