@@ -13,11 +13,11 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <type_traits>
-#include <utility>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if HWY_ARCH_X86
@@ -227,7 +227,7 @@ HWY_INLINE void Store(const __m512* acc, float* out, int64_t ldo, const float* b
   for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(out + m * ldo, keep, bias ? _mm512_add_ps(acc[m], bv) : acc[m]);
 }
 
-#include "ops/int8_gemm_kquants-inl.h"  // q4_k and q6_k panels: packing, tiles, products
+#include "ops/int8_gemm_kquants-inl.h"  // q4_k, q5_k and q6_k panels: packing, tiles, products
 
 // MR activation rows × NP packed panels, all blocks. kNibbles: q4_0's
 // panels, which keep the file's nibbles (register j holds bytes 4j..4j+3 of
@@ -483,9 +483,9 @@ void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K,
 }
 
 bool int8_gemm_available(DType weight, int64_t k) {
-  const bool shape = (weight == DType::Q8_0 || weight == DType::Q4_0) ? k > 0 && k % 32 == 0
-                     : weight == DType::Q4_K || weight == DType::Q5_K || weight == DType::Q6_K ? k > 0 && k % 256 == 0
-                                                                        : false;
+  const bool blocks = weight == DType::Q8_0 || weight == DType::Q4_0;
+  const bool k_quant = weight == DType::Q4_K || weight == DType::Q5_K || weight == DType::Q6_K;
+  const bool shape = k > 0 && ((blocks && k % 32 == 0) || (k_quant && k % 256 == 0));
   return shape && HWY_DYNAMIC_DISPATCH(Int8Available)();
 }
 

@@ -40,10 +40,12 @@ void PackK4Panel(const PanelRows& p, int64_t nsb, uint8_t* out) {
     uint8_t* o = out + sb * (kFive ? kK5Block : kK4Block);
     for (int j = 0; j < 4; ++j)
       for (int g = 0; g < 8; ++g)
-        _mm512_store_si512(o + 64 * (8 * j + g), _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qs) + 32 * j + 4 * g, 1));
+        _mm512_store_si512(o + 64 * (8 * j + g),
+                           _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qs) + 32 * j + 4 * g, 1));
     if constexpr (kFive)
       for (int g = 0; g < 8; ++g)
-        _mm512_store_si512(o + kK5Qh + 64 * g, _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qh) + 4 * g, 1));
+        _mm512_store_si512(o + kK5Qh + 64 * g,
+                           _mm512_i32gather_epi32(p.scale_at, block + offsetof(Block, qh) + 4 * g, 1));
     const __m512i dd = _mm512_i32gather_epi32(p.scale_at, block, 1);  // d, then dmin in the high half
     _mm512_store_ps(o + kK4D, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
     _mm512_store_ps(o + kK4Dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
@@ -79,7 +81,8 @@ HWY_INLINE void K5FifthBits(const uint8_t* base, int s, __m512i* k) {
   const __m512i one = _mm512_set1_epi8(1);
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g)
-    k[g] = _mm512_or_si512(k[g], _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(qh + g), count), one), 4));
+    k[g] = _mm512_or_si512(
+        k[g], _mm512_slli_epi16(_mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(qh + g), count), one), 4));
 }
 
 // MR activation rows × NP q4_k (or q5_k: kFive) panels: per sub-block s of
@@ -194,7 +197,10 @@ HWY_INLINE void K6Codes(const uint8_t* base, __m512i* k) {
     const __m512i l = _mm512_load_si512(ql + g), b = _mm512_load_si512(qh + g);
     const __m512i nib = q >= 2 ? _mm512_and_si512(_mm512_srli_epi16(l, 4), low) : _mm512_and_si512(l, low);
     // bits 2q, 2q + 1 to bits 4, 5
-    const __m512i two = q == 0 ? _mm512_slli_epi16(b, 4) : q == 1 ? _mm512_slli_epi16(b, 2) : q == 2 ? b : _mm512_srli_epi16(b, 2);
+    const __m512i two = q == 0   ? _mm512_slli_epi16(b, 4)
+                        : q == 1 ? _mm512_slli_epi16(b, 2)
+                        : q == 2 ? b
+                                 : _mm512_srli_epi16(b, 2);
     k[g] = _mm512_or_si512(nib, _mm512_and_si512(two, high));
   }
 }
