@@ -188,7 +188,7 @@ TEST_F(ForEachTarget, RowsAtOnceAreEachRowsOwnDotToTheBit) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> byte(0, 255);
   const int64_t n = 512, nb = n / 32;
-  for (DType t : {DType::Q6_K, DType::Q4_K, DType::Q8_0}) {
+  for (DType t : {DType::Q6_K, DType::Q4_K, DType::Q5_K, DType::Q8_0}) {
     std::vector<uint8_t> row(row_bytes(t, n));
     if (t == DType::Q8_0) {
       quantize_row(t, random_values(n, rng, 0.05f).data(), row.data(), n);
@@ -198,7 +198,7 @@ TEST_F(ForEachTarget, RowsAtOnceAreEachRowsOwnDotToTheBit) {
         uint16_t* d = reinterpret_cast<uint16_t*>(row.data() + s * row_bytes(t, 256) +
                                                   (t == DType::Q6_K ? offsetof(BlockQ6_K, d) : 0));
         d[0] = f32_to_f16(0.01f * (s + 1));
-        if (t == DType::Q4_K) d[1] = f32_to_f16(0.001f * (s + 2));
+        if (t != DType::Q6_K) d[1] = f32_to_f16(0.001f * (s + 2));  // dmin of q4_k and q5_k
       }
     }
     const int64_t M = 9;

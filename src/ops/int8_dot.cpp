@@ -7,6 +7,7 @@
 #include "ops/int8_dot.h"
 
 #include <cmath>
+#include <type_traits>
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -178,15 +179,20 @@ HWY_INLINE __m256 DotCodes(__m256i q, __m256i x) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
 }
 
-template <bool FIVE, class Block>
-float DotK4(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nsb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float mins = 0;
+// q4_k and q5_k rows against MR activation rows (row m's blocks at x +
+// m * nb, its sums at sums + m * nb): each sub-block pair's codes are
+// unpacked once for all MR rows, and each row's sums run the same way for
+// any MR (DotK4 is MR = 1), as for q6_k above.
+template <bool FIVE, int MR, class Block>
+void DotK4Rows(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nb, int64_t nsb, float* out,
+               int64_t ldo) {
+  __m256 acc0[MR], acc1[MR];
+  float mins[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) acc0[m] = acc1[m] = _mm256_setzero_ps(), mins[m] = 0;
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const float d = HalfScale(w[sb].d), dmin = HalfScale(w[sb].dmin);
-    const ActBlock* xb = x + sb * 8;
-    const int32_t* xs = sums + sb * 8;
     __m256i high = _mm256_setzero_si256();
     if constexpr (FIVE) high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[sb].qh));
     for (int j = 0; j < 4; ++j) {
@@ -203,16 +209,32 @@ float DotK4(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nsb)
       uint8_t sc0, m0, sc1, m1;
       k4_scale_min(2 * j, w[sb].scales, &sc0, &m0);
       k4_scale_min(2 * j + 1, w[sb].scales, &sc1, &m1);
-      const ActBlock& x0 = xb[2 * j];
-      const ActBlock& x1 = xb[2 * j + 1];
-      acc0 = _mm256_fmadd_ps(DotCodes(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0.qs))),
-                             _mm256_set1_ps(d * sc0 * x0.d), acc0);
-      acc1 = _mm256_fmadd_ps(DotCodes(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1.qs))),
-                             _mm256_set1_ps(d * sc1 * x1.d), acc1);
-      mins += dmin * (m0 * x0.d * static_cast<float>(xs[2 * j]) + m1 * x1.d * static_cast<float>(xs[2 * j + 1]));
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const ActBlock& x0 = x[m * nb + sb * 8 + 2 * j];
+        const ActBlock& x1 = x[m * nb + sb * 8 + 2 * j + 1];
+        const int32_t* xs = sums + m * nb + sb * 8;
+        acc0[m] = _mm256_fmadd_ps(DotCodes(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0.qs))),
+                                  _mm256_set1_ps(d * sc0 * x0.d), acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(DotCodes(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1.qs))),
+                                  _mm256_set1_ps(d * sc1 * x1.d), acc1[m]);
+        // The FMAs written out: left to the compiler's contraction, two
+        // instantiations could round differently.
+        const float both =
+            std::fma(m0 * x0.d, static_cast<float>(xs[2 * j]), m1 * x1.d * static_cast<float>(xs[2 * j + 1]));
+        mins[m] = std::fma(dmin, both, mins[m]);
+      }
     }
   }
-  return HorizontalSum(_mm256_add_ps(acc0, acc1)) - mins;
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) out[m * ldo] = HorizontalSum(_mm256_add_ps(acc0[m], acc1[m])) - mins[m];
+}
+
+template <bool FIVE, class Block>
+float DotK4(const Block* w, const ActBlock* x, const int32_t* sums, int64_t nsb) {
+  float out;
+  DotK4Rows<FIVE, 1>(w, x, sums, nsb * 8, nsb, &out, 0);
+  return out;
 }
 
 #else  // portable: the same integer sums, one block at a time
@@ -327,17 +349,32 @@ void DotInt8Rows(DType t, const void* row, const ActBlock* x, const int32_t* sum
                  int64_t ldo) {
   const int64_t nb = n / 32;
 #ifdef BONFIRE_INT8_AVX2
-  if (t == DType::Q6_K) {
-    const auto* w = static_cast<const BlockQ6_K*>(row);
+  // Tiles of up to 4 rows: rows(MR, first row) runs one.
+  const auto tiles = [&](auto rows) {
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) DotQ6KRows<4>(w, x + m * nb, nb, n / 256, out + m * ldo, ldo);
+    for (; m + 4 <= M; m += 4) rows(std::integral_constant<int, 4>{}, m);
     switch (M - m) {
-      case 3: return DotQ6KRows<3>(w, x + m * nb, nb, n / 256, out + m * ldo, ldo);
-      case 2: return DotQ6KRows<2>(w, x + m * nb, nb, n / 256, out + m * ldo, ldo);
-      case 1: return DotQ6KRows<1>(w, x + m * nb, nb, n / 256, out + m * ldo, ldo);
+      case 3: return rows(std::integral_constant<int, 3>{}, m);
+      case 2: return rows(std::integral_constant<int, 2>{}, m);
+      case 1: return rows(std::integral_constant<int, 1>{}, m);
       default: return;
     }
-  }
+  };
+  const int64_t nsb = n / 256;
+  if (t == DType::Q6_K)
+    return tiles([&](auto mr, int64_t m) {
+      DotQ6KRows<decltype(mr)::value>(static_cast<const BlockQ6_K*>(row), x + m * nb, nb, nsb, out + m * ldo, ldo);
+    });
+  if (t == DType::Q4_K)
+    return tiles([&](auto mr, int64_t m) {
+      DotK4Rows<false, decltype(mr)::value>(static_cast<const BlockQ4_K*>(row), x + m * nb, sums + m * nb, nb, nsb,
+                                            out + m * ldo, ldo);
+    });
+  if (t == DType::Q5_K)
+    return tiles([&](auto mr, int64_t m) {
+      DotK4Rows<true, decltype(mr)::value>(static_cast<const BlockQ5_K*>(row), x + m * nb, sums + m * nb, nb, nsb,
+                                           out + m * ldo, ldo);
+    });
 #endif
   for (int64_t m = 0; m < M; ++m) out[m * ldo] = DotInt8(t, row, x + m * nb, sums ? sums + m * nb : nullptr, n);
 }
