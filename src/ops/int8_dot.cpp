@@ -5,9 +5,9 @@
 #include <hwy/highway.h>
 
 #include "ops/int8_dot.h"
+#include "ops/row_tiles.h"
 
 #include <cmath>
-#include <type_traits>
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -349,29 +349,19 @@ void DotInt8Rows(DType t, const void* row, const ActBlock* x, const int32_t* sum
                  int64_t ldo) {
   const int64_t nb = n / 32;
 #ifdef BONFIRE_INT8_AVX2
-  // Tiles of up to 4 rows: rows(MR, first row) runs one.
-  const auto tiles = [&](auto rows) {
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) rows(std::integral_constant<int, 4>{}, m);
-    switch (M - m) {
-      case 3: return rows(std::integral_constant<int, 3>{}, m);
-      case 2: return rows(std::integral_constant<int, 2>{}, m);
-      case 1: return rows(std::integral_constant<int, 1>{}, m);
-      default: return;
-    }
-  };
+  // Tiles of up to 4 rows (ops/row_tiles.h).
   const int64_t nsb = n / 256;
   if (t == DType::Q6_K)
-    return tiles([&](auto mr, int64_t m) {
+    return for_row_tiles(M, [&](auto mr, int64_t m) {
       DotQ6KRows<decltype(mr)::value>(static_cast<const BlockQ6_K*>(row), x + m * nb, nb, nsb, out + m * ldo, ldo);
     });
   if (t == DType::Q4_K)
-    return tiles([&](auto mr, int64_t m) {
+    return for_row_tiles(M, [&](auto mr, int64_t m) {
       DotK4Rows<false, decltype(mr)::value>(static_cast<const BlockQ4_K*>(row), x + m * nb, sums + m * nb, nb, nsb,
                                             out + m * ldo, ldo);
     });
   if (t == DType::Q5_K)
-    return tiles([&](auto mr, int64_t m) {
+    return for_row_tiles(M, [&](auto mr, int64_t m) {
       DotK4Rows<true, decltype(mr)::value>(static_cast<const BlockQ5_K*>(row), x + m * nb, sums + m * nb, nb, nsb,
                                            out + m * ldo, ldo);
     });
