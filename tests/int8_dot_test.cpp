@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "ops/gemm.h"
 #include "ops/int8_dot.h"
+#include "ops/int8_gemm.h"
 #include "ops/simd.h"
 
 namespace bonfire {
@@ -309,6 +310,75 @@ TEST(Int8Activations, GemvStaysNearTheF32PathAndCarriesNaN) {
     for (int64_t n = 0; n < N; ++n) ASSERT_FALSE(std::isnan(int8[N + n]));
   }
   set_int8_activations(Int8Activations::Small);
+}
+
+// The rule a worker announces (ops/gemm.h's Int8Rows, hello "int8Rows") is
+// the one its products follow on every target, and a checker's
+// Int8RowsScope computes as another CPU's rule does: None is the f32 path,
+// Few int8 below 16 rows only, Any int8 at every row count, each row then
+// exactly as it comes alone.
+TEST_F(ForEachTarget, Int8RowsRuleDecidesEveryProduct) {
+  std::mt19937 rng(17);
+  const int64_t K = 256, N = 64, M = 20;
+  const auto wf = random_values(N * K, rng, 0.05f);
+  std::vector<uint8_t> w(row_bytes(DType::Q8_0, K) * N);
+  for (int64_t r = 0; r < N; ++r)
+    quantize_row(DType::Q8_0, &wf[r * K], &w[r * row_bytes(DType::Q8_0, K)], K);
+  const WeightRows weight{DType::Q8_0, w.data(), N, K};
+  const auto x = random_values(M * K, rng, 1.0f);
+  auto product = [&](int64_t m) {
+    std::vector<float> out(m * N);
+    gemm_nt(x.data(), m, K, weight, out.data(), N);
+    return out;
+  };
+  set_int8_activations(Int8Activations::Off);
+  const auto exact = product(M);
+  set_int8_activations(Int8Activations::Small);
+  const Int8Scope scope;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = target_name(target);
+    const Int8Rows own = int8_rows_rule();
+    EXPECT_EQ(own, simd::int8_gemm_available(DType::Q8_0, K) ? Int8Rows::Any : Int8Rows::Few) << name;
+    std::vector<float> alone(M * N);  // each row a one-row int8 product
+    {
+      const Int8RowsScope any(Int8Rows::Any);
+      for (int64_t m = 0; m < M; ++m) gemm_nt(x.data() + m * K, 1, K, weight, alone.data() + m * N, N);
+      EXPECT_EQ(product(M), alone) << name << ": Any's rows differ from each row alone";
+    }
+    EXPECT_NE(alone, exact) << name << ": the int8 path did not run";
+    {
+      const Int8RowsScope few(Int8Rows::Few);
+      EXPECT_EQ(product(M), exact) << name << ": Few took int8 at " << M << " rows";
+      const auto three = product(3);
+      EXPECT_TRUE(std::equal(three.begin(), three.end(), alone.begin())) << name << ": Few's 3 rows are not int8";
+    }
+    {
+      const Int8RowsScope none(Int8Rows::None);
+      EXPECT_EQ(product(M), exact) << name << ": None took int8";
+    }
+    EXPECT_EQ(product(M), own == Int8Rows::Any ? alone : exact) << name << ": the announced rule is not the one run";
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// --simd (limit_simd_target) must reach kernels whose dispatch already
+// chose a better target, or a forced target would still run the better one.
+TEST(SimdLimit, ReachesKernelsThatAlreadyDispatched) {
+  if (!simd::int8_gemm_available(DType::Q8_0, 32) || !(hwy::SupportedTargets() & HWY_AVX2))
+    GTEST_SKIP() << "needs a CPU with the tiled int8 kernel (VNNI) and AVX2";
+  EXPECT_EQ(int8_rows_rule(), Int8Rows::Any);
+  std::string why;
+  ASSERT_TRUE(simd::limit_simd_target("avx2", &why)) << why;
+  EXPECT_EQ(simd::simd_target(), "avx2");
+  EXPECT_FALSE(simd::int8_gemm_available(DType::Q8_0, 32)) << "the VNNI tiles still run under --simd avx2";
+  EXPECT_STREQ(simd::int8_dot_path(), "avx2");
+  EXPECT_EQ(int8_rows_rule(), Int8Rows::Few);
+  ASSERT_TRUE(simd::limit_simd_target("sse4", &why)) << why;
+  EXPECT_STREQ(simd::int8_dot_path(), "portable");
+  hwy::DisableTargets(0);
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_TRUE(simd::int8_gemm_available(DType::Q8_0, 32)) << "the best target did not come back";
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }

@@ -50,10 +50,12 @@ void rest_threads();
 uint32_t thread_flags();
 void set_thread_flags(uint32_t flags);
 
-// Sets `bits` in this thread's flags until the scope ends.
+// Clears `clear` and sets `bits` in this thread's flags until the scope ends.
 class ThreadFlagsScope {
  public:
-  explicit ThreadFlagsScope(uint32_t bits) : saved_(thread_flags()) { set_thread_flags(saved_ | bits); }
+  explicit ThreadFlagsScope(uint32_t bits, uint32_t clear = 0) : saved_(thread_flags()) {
+    set_thread_flags((saved_ & ~clear) | bits);
+  }
   ~ThreadFlagsScope() { set_thread_flags(saved_); }
   ThreadFlagsScope(const ThreadFlagsScope&) = delete;
   ThreadFlagsScope& operator=(const ThreadFlagsScope&) = delete;

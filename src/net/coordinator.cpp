@@ -447,6 +447,7 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
     info.threads = h.value("threads", 0);
     if (h.contains("simd") && h["simd"].is_string()) info.simd = bounded_text(h["simd"].get<std::string>(), 16);
     info.kind = h.value("kind", json()) == "browser" ? "browser" : "native";
+    if (const json r = h.value("int8Rows", json()); r == "none" || r == "few" || r == "any") info.int8_rows = r;
     info.device = device_of(h, info.simd);
     info.background = h.value("background", false);
     info.memory = h.value("memory", int64_t(0));

@@ -36,6 +36,10 @@ struct WorkerInfo {
   json limits;
   int64_t threads = 0;
   std::string simd;         // the SIMD target its kernels run on (hello "simd")
+  // Which of its products use int8 activations (hello "int8Rows": "none",
+  // "few", "any"; ops/gemm.h's Int8Rows); empty if it did not say. A checker
+  // recomputing its steps follows it.
+  std::string int8_rows;
   std::string kind = "native";  // "browser": a lent tab (hello "kind")
   // Where its steps run (hello "device"): {"type": "cpu" | "webgpu",
   // "adapter": NAME, "webgpu"?: the device file of a GPU it holds}.

@@ -359,6 +359,7 @@ nlohmann::json Server::workers_json() const {
                    {"limits", i.limits},
                    {"threads", i.threads},
                    {"simd", i.simd},
+                   {"int8Rows", i.int8_rows},
                    {"kind", i.kind},
                    {"device", i.device},
                    {"background", i.background},

@@ -89,6 +89,7 @@ Message StepScheduler::call_message(const std::vector<Pending*>& rows) {
   if (!first.graph_key.empty()) msg.header["graph"] = first.graph_key;
   if (first.graph_key.empty() || !first.worker->has_graph(first.graph_key)) msg.header["call"] = *first.call;
   if (first.step_numerics) msg.header["stepNumerics"] = true;
+  if (!first.int8_rows.empty()) msg.header["int8Rows"] = first.int8_rows;
   if (rows.size() == 1) {
     msg.header["session"] = first.session;
     msg.header["bind"] = first.bind;

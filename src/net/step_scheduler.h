@@ -48,7 +48,11 @@ struct StepCall {
   int64_t bytes = 0;       // the stage's weights: a decode call's speed is bytes / its round trip
   bool batchable = false;  // a one-token decode step of a registered graph
   bool alone = false;      // go in a call of its own (after a failed batch)
-  bool step_numerics = false;  // every row as its one-token step computes it (a checker's call)
+  // A checker's call: every row as its one-token step computes it, and the
+  // rule for int8 activations its products follow ("none", "few", "any":
+  // the checked worker's; empty: the worker's own). docs/PROTOCOL-EXTENSIONS.md.
+  bool step_numerics = false;
+  std::string int8_rows;
 };
 
 class StepScheduler {

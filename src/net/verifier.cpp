@@ -95,6 +95,17 @@ void VerifyTrack::correct(int64_t step, int32_t token) {
   ++verified_;  // the token the verifier and the referee agree on
 }
 
+std::string VerifyTrack::int8_rows_at(int64_t pos, int64_t layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t n = static_cast<int64_t>(prompt_.size());
+  const size_t step = static_cast<size_t>(pos < n ? 0 : pos - n + 1);  // the step that fed pos
+  if (step >= claims_.size()) return "";
+  const Claim& c = claims_[step];
+  for (size_t i = 0; i < c.ranges.size() && i < c.workers.size(); ++i)
+    if (c.ranges[i].first <= layer && layer < c.ranges[i].second) return c.workers[i]->info().int8_rows;
+  return "";
+}
+
 int64_t VerifyTrack::steps() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(claims_.size());
@@ -224,10 +235,12 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
   if (stages.empty()) stages = {{0, L}};
   for (int64_t a = from; a < to;) {
     // The prompt goes in the generation's own chunks, so every product
-    // takes the path it took there (ops/gemm.h picks int8 or f32 by rows);
-    // its last chunk gives step 0's logits as the generation's head did.
-    // After it, each position was a one-token step: the rest goes in
-    // chunks computed row by row as such steps ("stepNumerics").
+    // takes the path it took there: ops/gemm.h picks int8 or f32 by rows,
+    // by the rule the generating worker announced ("int8Rows"), which the
+    // checker is told to follow since its CPU may have another. The last
+    // chunk gives step 0's logits as the generation's head did. After it,
+    // each position was a one-token step: the rest goes in chunks computed
+    // row by row as such steps ("stepNumerics").
     int64_t b;
     std::string mode;
     const bool in_prompt = a < n;
@@ -260,6 +273,8 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
       if (last && (mode == "prefill" || mode == "continue")) c.bind.update(ServedModel::sample_bind(t.sample_));
       c.tokens = T;
       c.step_numerics = !in_prompt;
+      c.int8_rows = t.int8_rows_at(a, first);
+      if (!in_prompt && c.int8_rows == "few") c.int8_rows = "any";  // a one-token step's rows are few
       c.inputs["in:tokens"] = ids;
       for (auto& [name, v] : carry) c.inputs["in:" + name] = v;
       Message reply = m.scheduler().run(StepScheduler::stage_key(*worker, m.id(), first, end), c, options_.call_timeout_s);

@@ -97,6 +97,10 @@ class VerifyTrack {
     float norm = 0;
   };
   Sketch sketch(const float* x, int64_t width) const;
+  // The rule for int8 activations (WorkerInfo::int8_rows) of the worker
+  // that computed position `pos` in its stage holding layer `layer`; empty
+  // if unknown.
+  std::string int8_rows_at(int64_t pos, int64_t layer) const;
   std::map<std::tuple<int64_t, std::string, int64_t>, Sketch> sketches_;  // (boundary, name, position)
   ServedModel& model_;
   nlohmann::json sample_;

@@ -167,6 +167,7 @@ struct WorkerCore::Impl {
               {"device", device()},
               {"background", background()},
               {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
+              {"int8Rows", int8_rows_name(int8_rows_rule())},
               {"memory", opt.memory},
               {"fetch", opt.fetch_models},
               {"models", held}};
@@ -389,6 +390,19 @@ struct WorkerCore::Impl {
       if (it != weights->end()) return &it->second;
       return model ? model->weights().find(name) : nullptr;
     };
+    // A checker's rule for int8 activations (docs/PROTOCOL-EXTENSIONS.md,
+    // "Checks"): "int8Rows" names the checked worker's; "stepNumerics" is
+    // every row as this worker's one-token step. Such calls stay on the CPU,
+    // whose rule they name.
+    std::optional<Int8Rows> rule;
+    if (h.contains("int8Rows")) {
+      Int8Rows r;
+      if (!h["int8Rows"].is_string() || !parse_int8_rows(h["int8Rows"].get<std::string>(), &r))
+        throw Error(ErrorCode::BadGraph, "run: \"int8Rows\" must be \"none\", \"few\" or \"any\"");
+      rule = r;
+    } else if (h.value("stepNumerics", false)) {
+      rule = int8_rows_rule() == Int8Rows::None ? Int8Rows::None : Int8Rows::Any;
+    }
     // One row per session: a plain call is one row (graph/batch.h for many).
     const bool batched = h.contains("rows");
     std::vector<std::string> sids;
@@ -415,7 +429,7 @@ struct WorkerCore::Impl {
       std::lock_guard<std::mutex> lock(sessions_mu);
       last_used[sid] = Clock::now();
     }
-    if (hooks.device_call && !batched && !fault && !h.value("stepNumerics", false)) {
+    if (hooks.device_call && !batched && !fault && !rule) {
       DeviceCall dc;
       dc.call = call;
       dc.inputs = inputs.empty() ? call->inputs : inputs;
@@ -442,10 +456,8 @@ struct WorkerCore::Impl {
     std::optional<Graph> lying;
     if (fault && fault->lie_now()) lying = WorkerFault::with_sample_logits(call->graph, &sampled);
     const Graph& graph = lying ? *lying : call->graph;
-    // "stepNumerics": every row computed as its one-token step was (a
-    // checker's recomputation; docs/PROTOCOL-EXTENSIONS.md).
-    std::optional<Int8AnyRowsScope> step_numerics;
-    if (h.value("stepNumerics", false)) step_numerics.emplace();
+    std::optional<Int8RowsScope> checker_rule;
+    if (rule) checker_rule.emplace(*rule);
     try {
       const auto& in = inputs.empty() ? call->inputs : inputs;
       if (batched) {

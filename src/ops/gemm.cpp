@@ -73,7 +73,22 @@ constexpr int64_t kTile = 64;  // weight rows per tile
 std::atomic<Int8Activations> g_int8{Int8Activations::Small};
 constexpr uint32_t kInt8Allowed = 1u << 0;  // a thread_flags() bit
 constexpr uint32_t kRowsApart = 1u << 1;    // a thread_flags() bit: BatchRowsScope
-constexpr uint32_t kInt8AnyRows = 1u << 2;  // a thread_flags() bit: Int8AnyRowsScope
+// Int8RowsScope's thread_flags() bits: a rule is set; it is Few; it is Any.
+constexpr uint32_t kRuleSet = 1u << 2, kRuleFew = 1u << 3, kRuleAny = 1u << 4;
+
+// The rule this thread's products follow: its Int8RowsScope's, else the process's.
+Int8Rows thread_rule() {
+  const uint32_t f = thread_flags();
+  if (!(f & kRuleSet)) return int8_rows_rule();
+  return (f & kRuleAny) ? Int8Rows::Any : (f & kRuleFew) ? Int8Rows::Few : Int8Rows::None;
+}
+
+// Whether a product of M rows with w uses int8 activations on this thread.
+bool int8_for(const WeightRows& w, int64_t M) {
+  if (!(thread_flags() & kInt8Allowed) || !simd::int8_dot_supported(w.dtype, w.cols)) return false;
+  const Int8Rows rule = thread_rule();
+  return rule == Int8Rows::Any || (rule == Int8Rows::Few && M < kInt8Rows);
+}
 
 // Weight rows [n0, n1) split over the threads in whole pairs of 16-row
 // panels, the unit the panel kernels (ops/int8_gemm.h, ops/half_gemm.h) take.
@@ -103,11 +118,10 @@ simd::Int8Rows int8_rows(const simd::ActBlock* q, int64_t M, int64_t K) {
   return {q, sums.data(), M};
 }
 
-// Whether a product with w runs on the tiled int8 kernel from packed panels
-// on this thread (any row count: see gemm_nt_int8).
-bool int8_panels(const WeightRows& w) {
-  return (thread_flags() & kInt8Allowed) && g_int8.load(std::memory_order_relaxed) != Int8Activations::Off &&
-         w.panels && simd::int8_gemm_available(w.dtype, w.cols);
+// Whether a product of M rows with w runs on the tiled int8 kernel from
+// packed panels on this thread.
+bool int8_panels(const WeightRows& w, int64_t M) {
+  return w.panels && int8_for(w, M) && simd::int8_gemm_available(w.dtype, w.cols);
 }
 
 // The int8 path: x's rows quantized once (into this thread's reusable
@@ -118,14 +132,8 @@ bool int8_panels(const WeightRows& w) {
 bool gemm_nt_int8(const float* x, int64_t M, int64_t ldx, const WeightRows& w, float* out, int64_t ldo,
                   const float* bias) {
   const int64_t N = w.rows, K = w.cols;
-  const Int8Activations mode = g_int8.load(std::memory_order_relaxed);
-  if (!(thread_flags() & kInt8Allowed) || mode == Int8Activations::Off) return false;
-  // The tiled kernel's rows do not depend on how many come together, and it
-  // beats f32 tiles through BLAS at every row count: Small does not limit it.
+  if (!int8_for(w, M)) return false;
   const bool tiled = simd::int8_gemm_available(w.dtype, K);
-  if ((mode == Int8Activations::Small && M >= kInt8Rows && !tiled && !(thread_flags() & kInt8AnyRows)) ||
-      !simd::int8_dot_supported(w.dtype, K))
-    return false;
   const simd::ActBlock* q = quantized_rows(x, M, ldx, K);
   if (!q) return false;
   const int64_t blocks = K / 32;
@@ -175,7 +183,33 @@ Int8Activations int8_activations() { return g_int8; }
 
 Int8Scope::Int8Scope() : ThreadFlagsScope(kInt8Allowed) {}
 BatchRowsScope::BatchRowsScope() : ThreadFlagsScope(kRowsApart) {}
-Int8AnyRowsScope::Int8AnyRowsScope() : ThreadFlagsScope(kInt8AnyRows) {}
+Int8RowsScope::Int8RowsScope(Int8Rows rule)
+    : ThreadFlagsScope(kRuleSet | (rule == Int8Rows::Few ? kRuleFew : 0) | (rule == Int8Rows::Any ? kRuleAny : 0),
+                       kRuleSet | kRuleFew | kRuleAny) {}
+
+Int8Rows int8_rows_rule() {
+  switch (g_int8.load(std::memory_order_relaxed)) {
+    case Int8Activations::Off: return Int8Rows::None;
+    case Int8Activations::All: return Int8Rows::Any;
+    case Int8Activations::Small: break;
+  }
+  // The tiled kernel's rows do not depend on how many come together, and it
+  // beats f32 tiles through BLAS at every row count: Small does not limit it.
+  return simd::int8_gemm_available(DType::Q8_0, 32) ? Int8Rows::Any : Int8Rows::Few;
+}
+
+const char* int8_rows_name(Int8Rows rule) {
+  return rule == Int8Rows::None ? "none" : rule == Int8Rows::Few ? "few" : "any";
+}
+
+bool parse_int8_rows(const std::string& name, Int8Rows* rule) {
+  for (Int8Rows r : {Int8Rows::None, Int8Rows::Few, Int8Rows::Any})
+    if (name == int8_rows_name(r)) {
+      *rule = r;
+      return true;
+    }
+  return false;
+}
 
 static bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 
@@ -194,7 +228,7 @@ WeightRows weight_rows(const Tensor& t, int64_t first, int64_t count) {
 void gemm_nt_siblings(const float* x, int64_t M, int64_t ldx, const std::vector<WeightRows>& w,
                       const std::vector<float*>& out) {
   bool together = w.size() > 1;
-  for (const WeightRows& wi : w) together = together && int8_panels(wi) && wi.cols == w[0].cols;
+  for (const WeightRows& wi : w) together = together && int8_panels(wi, M) && wi.cols == w[0].cols;
   const int64_t K = w.empty() ? 0 : w[0].cols;
   const simd::ActBlock* q = together ? quantized_rows(x, M, ldx, K) : nullptr;
   if (!q) {  // one by one, each as gemm_nt decides (a non-finite x goes on in f32)

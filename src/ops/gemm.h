@@ -4,6 +4,7 @@
 // worker's threads; called from inside a parallel region it runs inline.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -66,12 +67,27 @@ class Int8Scope : ThreadFlagsScope {
   Int8Scope();
 };
 
-// Within an Int8Scope, lets products of any number of rows use int8
-// activations when the mode is Small: a checker recomputing many steps in
-// one prefill (net/verifier.h) gets each row as its one-token step got it.
-class Int8AnyRowsScope : ThreadFlagsScope {
+// Which products use int8 activations within an Int8Scope, as a rule a
+// worker announces (hello "int8Rows") and a checker recomputing its steps
+// must follow (net/verifier.h), since int8 and f32 activations differ by far
+// more than f32 reassociation:
+// - None: no product (--exact);
+// - Few: products of fewer than 16 rows (Small on CPUs without the tiled
+//   int8 kernel);
+// - Any: every product (Small with the tiled kernel; All).
+enum class Int8Rows { None, Few, Any };
+// This process's rule for a weight with an int8 kernel, from the mode and
+// the CPU.
+Int8Rows int8_rows_rule();
+const char* int8_rows_name(Int8Rows rule);  // "none", "few", "any"
+bool parse_int8_rows(const std::string& name, Int8Rows* rule);
+
+// Makes this thread's products (and its parallel_for chunks') follow `rule`
+// instead of the process's until the scope ends. Still only within an
+// Int8Scope.
+class Int8RowsScope : ThreadFlagsScope {
  public:
-  Int8AnyRowsScope();
+  explicit Int8RowsScope(Int8Rows rule);
 };
 
 // In a batched call (graph/batch.h) each of the < 16 activation rows is

@@ -600,6 +600,10 @@ bool limit_simd_target(const std::string& name, std::string* why) {
   for (const auto& [n, bit] : kTargets)
     if (name == n) {
       hwy::DisableTargets(bit - 1);  // every better target
+      // Highway 1.0.3's DisableTargets leaves dispatch tables that were
+      // already resolved on the better target; this resets every table so
+      // each kernel's next call chooses again among the remaining targets.
+      hwy::SetSupportedTargetsForTest(hwy::SupportedTargets());
       if (simd_target() != name && (hwy::SupportedTargets() & bit) == 0) {
         if (why) *why = "this CPU or build cannot run " + name + "; it runs " + simd_target();
         return false;

@@ -141,8 +141,12 @@ await main('verify', async () => {
       const w = await workers(serve.url);
       return w.filter((x) => x.models.length === 1).length === 2 ? w : null;
     }, 60000, '2 workers');
-    const targets = ws.map((w) => `${w.id}: ${w.simd}`).join(', ');
+    // A CPU with the tiled int8 kernel (VNNI) takes int8 activations at any
+    // row count ("int8Rows": "any"), sse4 only below 16 rows ("few"): the
+    // checker must follow the generating worker's rule in the prompt.
+    const targets = ws.map((w) => `${w.id}: ${w.simd}, int8Rows ${w.int8Rows}`).join('; ');
     check(new Set(ws.map((w) => w.simd)).size === 2, `the workers run the same SIMD target (${targets})`);
+    for (const w of ws) check(['few', 'any'].includes(w.int8Rows), `worker ${w.id} announces no int8 rule (${targets})`);
     let view;
     for (let round = 0; ; ++round) {
       const list = bodies(round + 100).map((b, i) => ({
