@@ -16,6 +16,7 @@
 #include "ir/lower.h"
 #include "net/model_hash.h"
 #include "net/worker_core.h"
+#include "ops/gemm.h"
 
 namespace bonfire::net {
 namespace {
@@ -89,6 +90,55 @@ TEST(WorkerCore, GraphFirstSentInABatchedCall) {
   solo.tensors["in:tokens"] = ids({7});
   core.on_message(std::move(solo));
   EXPECT_EQ(replies.wait(4).type(), "result");
+  core.stop();
+}
+
+// A checker's rule for int8 activations ("int8Rows", docs/PROTOCOL-EXTENSIONS.md):
+// the hello announces the worker's own; a run naming one of the three is
+// run, anything else is refused with the field's name, and the refused call
+// leaves no session behind.
+TEST(WorkerCore, CheckersInt8RuleIsAnnouncedAndValidated) {
+  const std::string path = std::string(BONFIRE_SOURCE_DIR) + "/models/demo";
+  WorkerCoreOptions o;
+  o.quiet = true;
+  o.fetch_models = false;
+  WorkerCore core(o, {});
+  const ModelFingerprint fp = fingerprint_model(path);
+  core.add_model(path, fp);
+  Replies replies;
+  core.link_opened([&](Message m) {
+    std::lock_guard<std::mutex> lock(replies.mu);
+    replies.by_req[m.header.value("req", -1)] = std::move(m);
+    replies.cv.notify_all();
+  });
+  const json hello = core.hello().header;
+  EXPECT_EQ(hello.value("int8Rows", ""), int8_rows_name(int8_rows_rule())) << hello.dump();
+  const auto model = ir::LocalModel::open(path, {});
+  ir::LowerOptions lo;
+  lo.mode = "prefill";
+  lo.tokens = 3;
+  lo.ctx = 64;
+  const json prefill = ir::lower(model->ir(), lo, &model->weights());
+  auto run = [&](int req, const json& rule, const std::string& session) {
+    Message m(json{{"type", "run"}, {"req", req}, {"model", fp.id}, {"session", session},
+                   {"bind", {{"pos", 0}, {"step", 0}}}, {"call", prefill}, {"int8Rows", rule}});
+    m.tensors["in:tokens"] = ids({1, 5, 9});
+    core.on_message(std::move(m));
+    return replies.wait(req);
+  };
+  for (const char* bad : {"most", "ANY", ""}) {
+    const Message r = run(10, bad, "refused");
+    ASSERT_EQ(r.type(), "error") << bad;
+    EXPECT_NE(r.header["error"].dump().find("int8Rows"), std::string::npos) << r.header.dump();
+    std::lock_guard<std::mutex> lock(replies.mu);
+    replies.by_req.erase(10);
+  }
+  EXPECT_EQ(run(11, 3, "refused").type(), "error");
+  EXPECT_EQ(core.stats()["sessions"], 0) << "a refused call left a session";
+  int req = 20;
+  for (const char* rule : {"none", "few", "any"})
+    EXPECT_EQ(run(req++, rule, std::string("s-") + rule).type(), "result") << rule;
+  EXPECT_EQ(core.stats()["sessions"], 3);
   core.stop();
 }
 
