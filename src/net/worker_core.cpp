@@ -102,6 +102,14 @@ struct WorkerCore::Impl {
     return d;
   }
 
+  // Which products of its steps take int8 activations (hello "int8Rows"): a
+  // WebGPU device's matmul widens the weights and keeps f32 activations.
+  Int8Rows int8_rule() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (opt.webgpu.is_object() && std::count(gpu_ops.begin(), gpu_ops.end(), "matmul")) return Int8Rows::None;
+    return int8_rows_rule();
+  }
+
   std::set<std::string> features() const {
     std::set<std::string> f = implemented_features();
     f.insert(kBatchedCalls);
@@ -167,7 +175,7 @@ struct WorkerCore::Impl {
               {"device", device()},
               {"background", background()},
               {"activations", int8_activations() == Int8Activations::Off ? "exact" : "int8"},
-              {"int8Rows", int8_rows_name(int8_rows_rule())},
+              {"int8Rows", int8_rows_name(int8_rule())},
               {"memory", opt.memory},
               {"fetch", opt.fetch_models},
               {"models", held}};
