@@ -42,29 +42,45 @@ Tensor ids(const std::vector<float>& v) {
   return t;
 }
 
-TEST(WorkerCore, GraphFirstSentInABatchedCall) {
+// A worker core holding the demo model, on a link whose messages are
+// collected by request id.
+struct DemoWorker {
   const std::string path = std::string(BONFIRE_SOURCE_DIR) + "/models/demo";
-  WorkerCoreOptions o;
-  o.quiet = true;
-  o.fetch_models = false;
-  WorkerCore core(o, {});
   const ModelFingerprint fp = fingerprint_model(path);
-  core.add_model(path, fp);
   Replies replies;
-  core.link_opened([&](Message m) {
-    std::lock_guard<std::mutex> lock(replies.mu);
-    replies.by_req[m.header.value("req", -1)] = std::move(m);
-    replies.cv.notify_all();
-  });
+  WorkerCore core{options(), {}};
 
-  auto lowered = [&](const std::string& mode, int64_t tokens) {
+  DemoWorker() {
+    core.add_model(path, fp);
+    core.link_opened([this](Message m) {
+      std::lock_guard<std::mutex> lock(replies.mu);
+      replies.by_req[m.header.value("req", -1)] = std::move(m);
+      replies.cv.notify_all();
+    });
+  }
+  static WorkerCoreOptions options() {
+    WorkerCoreOptions o;
+    o.quiet = true;
+    o.fetch_models = false;
+    return o;
+  }
+  // The demo model's step graph for `mode` and `tokens`, as the coordinator lowers it.
+  json lowered(const std::string& mode, int64_t tokens) const {
     const auto model = ir::LocalModel::open(path, {});
     ir::LowerOptions lo;
     lo.mode = mode;
     lo.tokens = tokens;
     lo.ctx = 64;
     return ir::lower(model->ir(), lo, &model->weights());
-  };
+  }
+};
+
+TEST(WorkerCore, GraphFirstSentInABatchedCall) {
+  DemoWorker w;
+  WorkerCore& core = w.core;
+  Replies& replies = w.replies;
+  const ModelFingerprint& fp = w.fp;
+  auto lowered = [&](const std::string& mode, int64_t tokens) { return w.lowered(mode, tokens); };
   // Two sessions read a 3-token prompt, each in its own call.
   const json prefill = lowered("prefill", 3);
   for (int r = 0; r < 2; ++r) {
@@ -98,48 +114,28 @@ TEST(WorkerCore, GraphFirstSentInABatchedCall) {
 // run, anything else is refused with the field's name, and the refused call
 // leaves no session behind.
 TEST(WorkerCore, CheckersInt8RuleIsAnnouncedAndValidated) {
-  const std::string path = std::string(BONFIRE_SOURCE_DIR) + "/models/demo";
-  WorkerCoreOptions o;
-  o.quiet = true;
-  o.fetch_models = false;
-  WorkerCore core(o, {});
-  const ModelFingerprint fp = fingerprint_model(path);
-  core.add_model(path, fp);
-  Replies replies;
-  core.link_opened([&](Message m) {
-    std::lock_guard<std::mutex> lock(replies.mu);
-    replies.by_req[m.header.value("req", -1)] = std::move(m);
-    replies.cv.notify_all();
-  });
-  const json hello = core.hello().header;
+  DemoWorker w;
+  const json hello = w.core.hello().header;
   EXPECT_EQ(hello.value("int8Rows", ""), int8_rows_name(int8_rows_rule())) << hello.dump();
-  const auto model = ir::LocalModel::open(path, {});
-  ir::LowerOptions lo;
-  lo.mode = "prefill";
-  lo.tokens = 3;
-  lo.ctx = 64;
-  const json prefill = ir::lower(model->ir(), lo, &model->weights());
+  const json prefill = w.lowered("prefill", 3);
   auto run = [&](int req, const json& rule, const std::string& session) {
-    Message m(json{{"type", "run"}, {"req", req}, {"model", fp.id}, {"session", session},
+    Message m(json{{"type", "run"}, {"req", req}, {"model", w.fp.id}, {"session", session},
                    {"bind", {{"pos", 0}, {"step", 0}}}, {"call", prefill}, {"int8Rows", rule}});
     m.tensors["in:tokens"] = ids({1, 5, 9});
-    core.on_message(std::move(m));
-    return replies.wait(req);
+    w.core.on_message(std::move(m));
+    return w.replies.wait(req);
   };
-  for (const char* bad : {"most", "ANY", ""}) {
-    const Message r = run(10, bad, "refused");
+  int req = 10;
+  for (const json& bad : {json("most"), json("ANY"), json(""), json(3)}) {
+    const Message r = run(req++, bad, "refused");
     ASSERT_EQ(r.type(), "error") << bad;
     EXPECT_NE(r.header["error"].dump().find("int8Rows"), std::string::npos) << r.header.dump();
-    std::lock_guard<std::mutex> lock(replies.mu);
-    replies.by_req.erase(10);
   }
-  EXPECT_EQ(run(11, 3, "refused").type(), "error");
-  EXPECT_EQ(core.stats()["sessions"], 0) << "a refused call left a session";
-  int req = 20;
+  EXPECT_EQ(w.core.stats()["sessions"], 0) << "a refused call left a session";
   for (const char* rule : {"none", "few", "any"})
     EXPECT_EQ(run(req++, rule, std::string("s-") + rule).type(), "result") << rule;
-  EXPECT_EQ(core.stats()["sessions"], 3);
-  core.stop();
+  EXPECT_EQ(w.core.stats()["sessions"], 3);
+  w.core.stop();
 }
 
 // Hooks::device_call (the browser worker's GPU steps): a call handed over
