@@ -191,12 +191,25 @@ def main():
         def run(i):
             results[i] = stream(url, bodies[i])
         threads = [threading.Thread(target=run, args=(i,)) for i in range(a.streams)]
+        # The scheduler's figures are running averages over its last calls:
+        # sampled twice a second while every stream is in the batch, so the
+        # ramp at the end does not stand for the run.
+        full, sampling = [], threading.Event()
+        def sample():
+            while not sampling.wait(0.5):
+                s = scheduler_stage(url)
+                if s.get("lastBatch") == a.streams:
+                    full.append(s)
+        sampler = threading.Thread(target=sample, daemon=True)
         t0 = time.monotonic()
         for t in threads:
             t.start()
+        sampler.start()
         for t in threads:
             t.join()
         wall = time.monotonic() - t0
+        sampling.set()
+        sampler.join()
         # The scheduler's view of the run: rows per batched call, and where a
         # batch's time went (round trip, the worker's own time, idle before it).
         st = scheduler_stage(url)
@@ -218,6 +231,12 @@ def main():
                "overallTokPerS": overall, "wallS": wall, "tokensEqualSolo": same,
                "batchedCalls": calls, "rowsPerCall": rows_per_call,
                "batchRoundTripMs": st.get("decodeMs"), "batchWorkerMs": st.get("workerMs"), "batchGapMs": st.get("gapMs")}
+        def median(key):
+            v = sorted(x.get(key, 0) for x in full)
+            return v[len(v) // 2] if v else None
+        if full:
+            out.update({"fullBatchSamples": len(full), "fullBatchRoundTripMs": median("decodeMs"),
+                        "fullBatchWorkerMs": median("workerMs"), "fullBatchGapMs": median("gapMs")})
         print(f"single stream decode {single:.2f} tok/s (before {single_before:.2f}, after {single_after:.2f}); {a.streams} streams decoding together "
               f"{together:.2f} tok/s ({together / single:.2f}x); whole run {overall:.2f} tok/s in {wall:.1f} s; "
               f"tokens equal to solo runs: {same}", file=sys.stderr)
@@ -225,6 +244,10 @@ def main():
             print(f"scheduler: {calls} calls of {rows_per_call:.2f} rows on average; the last ones: round trip "
                   f"{st.get('decodeMs', 0):.1f} ms, the worker's own {st.get('workerMs', 0):.1f} ms, idle before "
                   f"{st.get('gapMs', 0):.2f} ms", file=sys.stderr)
+        if full:
+            print(f"scheduler while all {a.streams} streams were in the batch ({len(full)} samples, medians): round "
+                  f"trip {out['fullBatchRoundTripMs']:.1f} ms, the worker's own {out['fullBatchWorkerMs']:.1f} ms, "
+                  f"idle before {out['fullBatchGapMs']:.2f} ms", file=sys.stderr)
         if a.model.endswith(".gguf") and not a.no_llama:
             # llama.cpp decoding the same number of sequences in one batch
             # (llama-batched-bench's way), right after, with serve idle.
