@@ -95,10 +95,11 @@ void VerifyTrack::correct(int64_t step, int32_t token) {
   ++verified_;  // the token the verifier and the referee agree on
 }
 
-std::string VerifyTrack::int8_rows_at(int64_t pos, int64_t layer) const {
+std::string VerifyTrack::int8_rows_at(int64_t pos, int64_t last, int64_t layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t n = static_cast<int64_t>(prompt_.size());
-  const size_t step = static_cast<size_t>(pos < n ? 0 : pos - n + 1);  // the step that fed pos
+  const auto fed_by = [n](int64_t p) { return p < n ? 0 : p - n + 1; };  // the step that fed position p
+  const size_t step = static_cast<size_t>(pos < n ? fed_by(std::max(last, pos)) : fed_by(pos));
   if (step >= claims_.size()) return "";
   const Claim& c = claims_[step];
   for (size_t i = 0; i < c.ranges.size() && i < c.workers.size(); ++i)
@@ -273,7 +274,7 @@ std::vector<float> Verifier::run_window(VerifyTrack& t, RemoteWorker& w, const s
       if (last && (mode == "prefill" || mode == "continue")) c.bind.update(ServedModel::sample_bind(t.sample_));
       c.tokens = T;
       c.step_numerics = !in_prompt;
-      c.int8_rows = t.int8_rows_at(a, first);
+      c.int8_rows = t.int8_rows_at(a, to - 1, first);
       if (!in_prompt && c.int8_rows == "few") c.int8_rows = "any";  // a one-token step's rows are few
       c.inputs["in:tokens"] = ids;
       for (auto& [name, v] : carry) c.inputs["in:" + name] = v;

@@ -98,9 +98,11 @@ class VerifyTrack {
   };
   Sketch sketch(const float* x, int64_t width) const;
   // The rule for int8 activations (WorkerInfo::int8_rows) of the worker
-  // that computed position `pos` in its stage holding layer `layer`; empty
-  // if unknown.
-  std::string int8_rows_at(int64_t pos, int64_t layer) const;
+  // that computed position `pos` in its stage holding layer `layer`. For a
+  // prompt position: the worker that computed position `last`, the end of
+  // the checked window (a failover's replay computed the prompt again on
+  // the new worker). Empty if unknown.
+  std::string int8_rows_at(int64_t pos, int64_t last, int64_t layer) const;
   std::map<std::tuple<int64_t, std::string, int64_t>, Sketch> sketches_;  // (boundary, name, position)
   ServedModel& model_;
   nlohmann::json sample_;
