@@ -7,7 +7,13 @@
 // except where llama.cpp ignores part of the folder's config (Mistral's
 // sliding_window: its GGUF has none): there <family>.hf-torch.json, from a
 // PyTorch forward of the folder (scripts/gen_torch_generate_goldens.py).
+// The kernels' own files ask for AVX3_DL (VNNI) too: without this the
+// test's list of targets would stop at AVX3 and never force it.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <filesystem>
@@ -138,6 +144,40 @@ TEST(KQuantGolden, LlamaCppQuantizedFilesMatchLlamaCpp) {
     ++files;
   }
   EXPECT_GE(files, 2);
+}
+
+// The same goldens with each SIMD target this machine supports forced as
+// its best (Highway's SetSupportedTargetsForTest, before the model opens, so its
+// weights are repacked for that target): every target's kernels, the
+// quantized ones included, give llama.cpp's tokens under the same bounds.
+// (On a CPU with AVX-512 VNNI the default runs the tiled int8 kernels; the
+// others run the AVX2, SSE4 or portable paths a volunteer's CPU would.)
+TEST(GenerateGoldenTargets, EveryTargetMatchesLlamaCpp) {
+  const fs::path root(BONFIRE_SOURCE_DIR);
+  const json q8 = testing::read_json(root / "goldens" / "generate" / "llama.q8_0.json");
+  const json f16 = testing::read_json(root / "goldens" / "generate" / "llama.f16.json");
+  const fs::path dir = testing::test_model("llama", "f32,f16,q8_0", q8["writer_args"].get<std::vector<std::string>>());
+  ASSERT_FALSE(dir.empty());
+  std::vector<json> kquants;
+  for (const auto& e : fs::directory_iterator(root / "goldens" / "kquant"))
+    if (e.path().extension() == ".json") kquants.push_back(testing::read_json(e.path()));
+  ASSERT_GE(kquants.size(), 2u);
+  int targets = 0;
+  const int64_t cpu = hwy::SupportedTargets();
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    // The target and every lesser one, as on a CPU whose best it is: a
+    // kernel file without this target takes its next best.
+    hwy::SetSupportedTargetsForTest(cpu & ~(target - 1));
+    const std::string name = hwy::TargetName(target);
+    check_against(q8, (dir / "model-q8_0.gguf").string(), "llama gguf q8_0 on " + name);
+    check_against(f16, (dir / "model-f16.gguf").string(), "llama gguf f16 on " + name);
+    for (const json& g : kquants)
+      check_against(g, (root / g["gguf"].get<std::string>()).string(),
+                    "llama.cpp " + g["type"].get<std::string>() + " on " + name, tolerance("q8_0"));
+    ++targets;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(targets, 1);
 }
 
 // Phi-3 with LongRoPE as llama.cpp's converter writes it: factor tensors,
