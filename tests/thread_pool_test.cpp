@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -60,6 +63,40 @@ TEST(ThreadPool, NestedRunsInline) {
   });
   EXPECT_EQ(inner.load(), 20);
   EXPECT_FALSE(ThreadPool::in_job());
+}
+
+// Pools made, used once and destroyed at once, four threads at a time: a
+// helper that has not yet looked at the job counter when its pool is done
+// must still see the stop. (A helper that counted from the epoch it first
+// read could sleep through it; this stress did not catch that on demand,
+// the race needs a helper preempted in a window of a few instructions.) A
+// hang fails the test after 60 s instead of holding ctest to its timeout.
+TEST(ThreadPool, DestroyedBeforeItsHelpersLookStillJoins) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  // Four threads making pools at once on the 2 cores, so helpers are often
+  // preempted just after they start.
+  std::thread([done] {
+    std::vector<std::thread> makers;
+    for (int t = 0; t < 4; ++t)
+      makers.emplace_back([] {
+        for (int i = 0; i < 500; ++i) {
+          ThreadPool pool(2);
+          std::atomic<int> n{0};
+          pool.run(2, 2, [&](int64_t) { n.fetch_add(1); });
+          if (n.load() != 2) std::abort();
+        }
+      });
+    for (auto& m : makers) m.join();
+    done->store(true);
+  }).detach();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done->load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done->load()) {
+    ADD_FAILURE() << "a pool's destructor waited on a helper that never woke";
+    std::fflush(nullptr);
+    std::_Exit(1);  // the stuck thread cannot be joined
+  }
 }
 
 TEST(ThreadPool, ConcurrentCallersAllFinish) {

@@ -93,11 +93,17 @@ ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(std::max(0, spin_us)
   const int helpers = std::max(0, threads - 1);
   helper_tids_.assign(helpers, 0);
   std::atomic<int> started{0};
+  // A helper counts jobs from the pool's first epoch, not from whatever
+  // epoch it reads once it runs: a helper scheduled late would otherwise
+  // take a job announced before it looked (or the destructor's stop) as
+  // already seen, and sleep through it. The destructor then waited on it
+  // forever (ThreadPool.NestedRunsInline hung about once in a hundred).
+  const uint32_t first = epoch_.load();
   for (int i = 0; i < helpers; ++i)
-    helpers_.emplace_back([this, i, &started] {
+    helpers_.emplace_back([this, i, first, &started] {
       helper_tids_[i] = current_tid();
       started.fetch_add(1);
-      helper_main(i);
+      helper_main(i, first);
     });
   while (started.load() < helpers) std::this_thread::yield();
 }
@@ -115,9 +121,8 @@ void ThreadPool::set_background(bool on) {
   for (int tid : helper_tids_) set_thread_background(tid, on);
 }
 
-void ThreadPool::helper_main(int index) {
+void ThreadPool::helper_main(int index, uint32_t seen) {
   t_in_job = true;  // a parallel_for inside a chunk runs inline
-  uint32_t seen = epoch_.load();
   for (;;) {
     // Poll for the next job; a rest() ends the polling at once.
     auto next_job = [&] { return epoch_.load(std::memory_order_acquire) != seen; };

@@ -57,7 +57,7 @@ class ThreadPool {
   static bool in_job();
 
  private:
-  void helper_main(int index);
+  void helper_main(int index, uint32_t seen);
   void work(uint32_t epoch);
   bool claim(uint32_t epoch, int64_t* chunk);
   void run_chunk(int64_t chunk);
