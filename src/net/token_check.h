@@ -3,9 +3,11 @@
 // model on another worker, possibly another SIMD target and another kernel
 // shape (a verifier runs the step inside a prefill), so its logits equal
 // the worker's only up to f32 reassociation. A token that differs is judged
-// against that bound: if moving the two tokens' logits toward each other by
-// the bound makes the draw give the claimed token, the step was a near tie
-// and nobody is blamed.
+// against that bound: if some logits within the bound of the recomputed
+// ones make the draw give the claimed token, the step was a near tie and
+// nobody is blamed. For a greedy step that test is exact; for a sampled one
+// it tries the ways drift changes a draw (token_check.cpp), not every
+// possible perturbation.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -188,7 +188,7 @@ json Verifier::stats() const {
   return {{"rate", options_.rate},       {"passed", passed_},       {"failed", failed_},
           {"inconclusive", inconclusive_}, {"skipped", skipped_},     {"banned", banned_},
           {"waiting", jobs_.size() + (running_ ? 1 : 0)},       {"stepsPassed", steps_passed_}, {"disagreements", disagreements_},
-          {"nearTies", near_ties_}};
+          {"nearTies", near_ties_}, {"lastDisagreement", last_disagreement_}};
 }
 
 std::shared_ptr<RemoteWorker> Verifier::pick(ServedModel& m, const std::set<std::string>& exclude) const {
@@ -414,6 +414,12 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
                       : "step " + std::to_string(bad) + " returned " + std::to_string(wrong.token) + ", the verifier " +
                             verifier->id() + " drew " + std::to_string(verdict.token) + " (logit gap " +
                             std::to_string(verdict.gap) + "); " + r.detail;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string by;
+    for (const auto& w : wrong.workers) by += (by.empty() ? "" : ", ") + w->id();
+    last_disagreement_ = t.model_.id() + " (made by " + by + "): " + where;
+  }
   if (culprit) {
     convict(*culprit, "a spot check found a wrong result: " + where + stage_why);
     tally(Result::Caught);

@@ -216,6 +216,7 @@ class Verifier {
   uint64_t sketch_seed_ = 0;
   int64_t passed_ = 0, failed_ = 0, inconclusive_ = 0, skipped_ = 0, banned_ = 0;
   int64_t steps_passed_ = 0, disagreements_ = 0, near_ties_ = 0;
+  std::string last_disagreement_;  // for the operator: what the latest one was
   std::thread thread_;
 };
 
