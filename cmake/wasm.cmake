@@ -29,7 +29,7 @@ include(cmake/spec_source.cmake)
 file(GLOB WASM_SRC CONFIGURE_DEPENDS
      src/spec/*.cpp src/core/*.cpp src/ops/*.cpp src/graph/*.cpp src/kernels/*.cpp src/kernels/*/*.cpp
      src/model/*.cpp src/model/*/*.cpp src/ir/*.cpp src/ir/*/*.cpp src/apps/wasm/*.cpp)
-list(APPEND WASM_SRC src/net/frame.cpp src/net/worker_core.cpp src/net/worker_fault.cpp
+list(APPEND WASM_SRC src/net/frame.cpp src/net/worker_core.cpp src/net/worker_fault.cpp src/net/token_check.cpp
      src/net/model_fingerprint.cpp ${SPEC_CPP} ${WGSL_CPP})
 
 # Exceptions: WebAssembly's (-fwasm-exceptions; emscripten's own, in JS,

@@ -32,6 +32,10 @@ void profile_node(const GraphNode& node, const OpInputs& in, std::chrono::steady
   profile_record(node.op->name, label, std::chrono::duration<double>(took).count(), bytes);
 }
 
+}  // namespace
+
+}  // namespace detail
+
 Params bind_params(const GraphNode& node, const json& bind) {
   if (node.exprs.empty()) return node.literal;
   json p = node.params;
@@ -43,7 +47,7 @@ Params bind_params(const GraphNode& node, const json& bind) {
   return Params(std::move(p));
 }
 
-}  // namespace
+namespace detail {
 
 Tensor BufferPool::take(const Shape& shape) {
   const size_t bytes = bytes_for(shape);

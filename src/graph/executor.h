@@ -44,6 +44,10 @@ std::vector<PlannedNode> plan_graph(const Graph& g, const std::map<std::string, 
 // mutated input.
 void run_planned_node(const Graph& g, size_t i, const PlannedNode& plan, const OpInputs& in, Tensor& out);
 
+// A node's params for one call: its literal ones, with those written as
+// expressions evaluated against the call's `bind`.
+Params bind_params(const GraphNode& node, const nlohmann::json& bind);
+
 // Convenience for a whole call: inline weights, then `model_weights`.
 RunResult run_call(const Call& call, Session* session, const Limits& limits,
                    const WeightLookup& model_weights = nullptr);

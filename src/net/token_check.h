@@ -24,8 +24,7 @@ namespace bonfire::net {
 // margin of 20×.
 inline constexpr double kLogitTolerance = 2e-3;
 // That bound for one row of V logits: kLogitTolerance × (1 + its largest
-// finite |logit|). Inline: the browser worker's test liar uses it without
-// linking the check.
+// finite |logit|).
 inline double logit_tolerance(const float* row, int64_t V) {
   float largest = 0;
   for (int64_t i = 0; i < V; ++i)

@@ -169,7 +169,18 @@ void Verifier::loop() {
       running_ = true;
     }
     try {
-      check_now(*job.track, job.step);
+      const Outcome o = check_now(*job.track, job.step);
+      // A step nobody could decide stays unchecked, but a later check of
+      // this track starts after it: it would disagree the same way again,
+      // and each retry recomputes the whole prefix. (A "verify": true
+      // generation calls check_now itself and retries the step instead.)
+      if (o.result == Result::Inconclusive && o.step >= 0) {
+        std::lock_guard<std::mutex> tl(job.track->mu_);
+        if (job.track->next_step_ <= o.step) {
+          job.track->verified_ += o.step - job.track->next_step_;  // the steps before it agreed
+          job.track->next_step_ = o.step + 1;
+        }
+      }
     } catch (const std::exception&) {
       // check_now turns every failure into an inconclusive outcome; this
       // thread must outlive anything unexpected.
@@ -439,10 +450,12 @@ Verifier::Outcome Verifier::check_now(VerifyTrack& t, int64_t upto) {
     return inconclusive(where);
   }
   // Nobody to decide (no referee, one that agrees with neither, a stage
-  // that cannot be pinned): the steps stay unchecked, and the next check
+  // that cannot be pinned): the step stays unchecked, and the next check
   // starts over on a new session.
   t.free_verifier();
-  return inconclusive(where);
+  o = inconclusive(where);
+  o.step = bad;
+  return o;
 }
 
 Verifier::CarryFn Verifier::compare_carries(VerifyTrack& t, Deviation* off) {

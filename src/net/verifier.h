@@ -139,7 +139,7 @@ class Verifier {
   enum class Result { Passed, Inconclusive, Caught };
   struct Outcome {
     Result result = Result::Passed;
-    int64_t step = -1;    // Caught: the first wrong step
+    int64_t step = -1;    // Caught: the first wrong step; Inconclusive: the step nobody could decide
     int32_t token = -1;   // ... and the token it should have been
     std::string detail;   // for the log and the response
   };

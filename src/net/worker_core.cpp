@@ -479,7 +479,7 @@ struct WorkerCore::Impl {
       forget(created);
       throw;
     }
-    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + fault->tell(r.outputs, sampled));
+    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + fault->tell(r.outputs, sampled, binds));
     send_result(h["req"], t0, std::move(r));
   }
 

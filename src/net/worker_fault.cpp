@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "graph/executor.h"
 #include "net/token_check.h"
 
 namespace bonfire::net {
@@ -53,12 +54,13 @@ Graph WorkerFault::with_sample_logits(const Graph& g, std::vector<Sampled>* samp
     bool listed = false;
     for (const Ref& o : out.outputs) listed = listed || o.text() == logits.text();
     if (!listed) out.outputs.push_back(logits);
-    sampled->push_back({r.text(), logits.text(), !listed});
+    sampled->push_back({r.text(), logits.text(), !listed, g.nodes[r.node]});
   }
   return out;
 }
 
-std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled) {
+std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled,
+                              const std::vector<nlohmann::json>& binds) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string what;
   for (const Sampled& s : sampled) {
@@ -73,15 +75,26 @@ std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std:
       const int64_t r = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng_);
       const float* row = logits.f32() + (logits.rows() - rows + r) * V;
       const int64_t drawn = static_cast<int64_t>(tokens.f32()[r]);
-      // The best token a check can tell from the drawn one: a runner-up
-      // within the near-tie tolerance is forgiven by design (token_check.h),
-      // so lying with it would be no lie to catch (a fresh clone's net.verify
-      // once released such a "lie", 318 -> 714, and failed on it).
+      // The best token a check can tell from the drawn one: one that
+      // token_check.h forgives as a near tie would be no lie to catch (a
+      // fresh clone's net.verify once released such a "lie", 318 -> 714, and
+      // failed on it). Runners-up within twice the bound are never tried,
+      // and at most 8 others, best first (each check may draw many times).
+      const nlohmann::json bind = binds.empty() ? nlohmann::json::object() : binds[std::min<size_t>(r, binds.size() - 1)];
+      const nlohmann::json params = bind_params(s.node, bind).all();
+      const double step = params.value("step", 0.0);
       const double below = drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * logit_tolerance(row, V) : HUGE_VAL;
-      int64_t second = -1;
+      std::vector<int64_t> order;
       for (int64_t i = 0; i < V; ++i)
-        if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below && (second < 0 || row[i] > row[second]))
-          second = i;
+        if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below) order.push_back(i);
+      const size_t tried = std::min<size_t>(order.size(), 8);
+      std::partial_sort(order.begin(), order.begin() + tried, order.end(),
+                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      int64_t second = -1;
+      for (size_t k = 0; k < tried && second < 0; ++k) {
+        const auto v = check_token(row, V, params, static_cast<uint64_t>(step), {}, static_cast<int32_t>(order[k]));
+        if (v.agreement == TokenAgreement::Differs) second = order[k];
+      }
       if (second >= 0) {
         tokens.f32()[r] = static_cast<float>(second);
         what += "token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " + std::to_string(r) + ")";

@@ -6,9 +6,9 @@
 // before it runs. With `lie=P`, with probability P per call the worker
 // returns a result that no shape or range check can tell from a right one:
 // - a call that samples a token returns the second-best token instead (the
-//   best-scoring one whose logit is more than twice the near-tie tolerance of
-//   net/token_check.h below the drawn one's: a closer runner-up is forgiven
-//   by design), on one row of the call;
+//   best-scoring one that net/token_check.h's check, given the call's
+//   sampling params, calls wrong rather than a near tie: a token honest drift
+//   could explain is forgiven by design), on one row of the call;
 // - any other call (a pipeline stage's hidden state, a verifier's logits)
 //   has every row of its f32 outputs moved by 1% of the row's norm in a
 //   random direction.
@@ -42,14 +42,17 @@ class WorkerFault {
   struct Sampled {
     std::string token, logits;
     bool added = false;  // logits is not among the call's own outputs
+    GraphNode node;       // the sample node, whose params the call's bind completes
   };
   // The graph to run for a call that lies: `g` with the logits of each
   // token it samples among its outputs, so the second-best token is known.
   static Graph with_sample_logits(const Graph& g, std::vector<Sampled>* sampled);
 
   // Makes `outputs` wrong as the header says, and removes the logits that
-  // with_sample_logits added. Returns what it did, for the log line.
-  std::string tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled);
+  // with_sample_logits added. `binds` are the call's, one per row of a
+  // batched call. Returns what it did, for the log line.
+  std::string tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled,
+                   const std::vector<nlohmann::json>& binds);
 
  private:
   double p_ = 0;

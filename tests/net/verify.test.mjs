@@ -170,6 +170,39 @@ await main('verify', async () => {
     await stopProcess(serve);
   }
 
+  // ---- no referee: a disagreement nobody can decide is counted once ----
+  // One honest worker and a liar: every disagreement between them is
+  // inconclusive (nobody is banned), and a later check of the same
+  // generation starts after the undecided step instead of meeting it again
+  // (each retry recomputed the whole prefix, and counted it again). The
+  // honest worker is slow: once placement has measured both, generations go
+  // to the liar, and the honest worker checks them.
+  {
+    const serve = await startServe(['--no-local-worker', '--model', MODEL, '--verify-rate', '1']);
+    startWorker(serve.url, ['--model', MODEL, '--id', 'h1', '--no-fetch', '--fault', 'slow=20']);
+    const liar = startWorker(serve.url, ['--model', MODEL, '--id', 'liar', '--no-fetch', '--fault', 'lie=0.2',
+                                         '--fault-seed', '11']);
+    await waitFor(async () => (await workers(serve.url)).filter((w) => w.models.length === 1).length === 2, 60000, '2 workers');
+    let v;
+    for (let round = 0; round < 2; ++round) {
+      await generateAll(serve, bodies(700 + round));
+      v = (await waitFor(async () => {
+        const x = await coordinatorView(serve);
+        return x.verifier.waiting === 0 ? x : null;
+      }, 120000, 'the checks to finish')).verifier;
+    }
+    log(`no referee: ${lies(liar)} lies (${tokenLies(liar)} tokens), ${v.disagreements} disagreements, ${v.inconclusive} inconclusive checks, ` +
+        `${v.stepsPassed} steps passed; last: ${v.lastDisagreement}`);
+    check(v.banned === 0, `a worker was banned without a referee: ${JSON.stringify(v)}`);
+    check(tokenLies(liar) >= 1 && v.disagreements >= 1 && v.inconclusive >= 1,
+          `no token lie was checked (${tokenLies(liar)} token lies): ${JSON.stringify(v)}`);
+    check(v.disagreements <= lies(liar), `${v.disagreements} disagreements from ${lies(liar)} lies: ` +
+          `an undecided step was met again`);
+    check(/no referee/.test(v.lastDisagreement), `lastDisagreement: ${v.lastDisagreement}`);
+    await stopProcess(serve);
+    await stopProcess(liar);
+  }
+
   // ---- a pipeline: a liar on the first stage, its hidden state pinned on it ----
   {
     // Where the liar runs follows the workers' speeds: its hidden-state lies
