@@ -462,7 +462,8 @@ struct WorkerCore::Impl {
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(fault->slow_ms() * 1000)));
     std::vector<WorkerFault::Sampled> sampled;
     std::optional<Graph> lying;
-    if (fault && fault->lie_now()) lying = WorkerFault::with_sample_logits(call->graph, &sampled);
+    const std::vector<int64_t> lie_on = fault ? fault->lie_now(static_cast<int64_t>(held.size())) : std::vector<int64_t>();
+    if (!lie_on.empty()) lying = WorkerFault::with_sample_logits(call->graph, &sampled);
     const Graph& graph = lying ? *lying : call->graph;
     std::optional<Int8RowsScope> checker_rule;
     if (rule) checker_rule.emplace(*rule);
@@ -479,7 +480,9 @@ struct WorkerCore::Impl {
       forget(created);
       throw;
     }
-    if (lying) log("fault: lied on call " + h["req"].dump() + ": " + fault->tell(r.outputs, sampled, binds));
+    if (lying)
+      for (const std::string& lie : fault->tell(r.outputs, sampled, binds, lie_on))
+        log("fault: lied on call " + h["req"].dump() + ": " + lie);
     send_result(h["req"], t0, std::move(r));
   }
 

@@ -39,11 +39,13 @@ WorkerFault::WorkerFault(const std::string& spec, uint64_t seed) : rng_(seed ? s
   }
 }
 
-bool WorkerFault::lie_now() {
-  if (p_ <= 0) return false;
+std::vector<int64_t> WorkerFault::lie_now(int64_t sequences) {
+  std::vector<int64_t> lying;
+  if (p_ <= 0) return lying;
   std::lock_guard<std::mutex> lock(mu_);
-  ++calls_;
-  return std::uniform_real_distribution<double>(0, 1)(rng_) < p_;
+  for (int64_t q = 0; q < sequences; ++q)
+    if (std::uniform_real_distribution<double>(0, 1)(rng_) < p_) lying.push_back(q);
+  return lying;
 }
 
 Graph WorkerFault::with_sample_logits(const Graph& g, std::vector<Sampled>* sampled) {
@@ -59,10 +61,12 @@ Graph WorkerFault::with_sample_logits(const Graph& g, std::vector<Sampled>* samp
   return out;
 }
 
-std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled,
-                              const std::vector<nlohmann::json>& binds) {
+std::vector<std::string> WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std::vector<Sampled>& sampled,
+                                           const std::vector<nlohmann::json>& binds,
+                                           const std::vector<int64_t>& lying) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string what;
+  const int64_t sequences = std::max<int64_t>(1, static_cast<int64_t>(binds.size()));
+  std::vector<std::string> told;
   for (const Sampled& s : sampled) {
     auto t = outputs.find(s.token);
     auto l = outputs.find(s.logits);
@@ -70,9 +74,11 @@ std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std:
     Tensor& tokens = t->second;
     const Tensor& logits = l->second;
     const int64_t V = logits.cols(), rows = std::min<int64_t>(tokens.numel(), logits.rows());
-    if (rows > 0 && V > 1) {
-      // One row of the call; with one row per position only the last one counts.
-      const int64_t r = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng_);
+    for (const int64_t q : lying) {
+      if (rows <= 0 || V <= 1) break;
+      // The sequence's token: one per sequence in a batched call; in a
+      // call of one sequence with a row per position, the last counts.
+      const int64_t r = rows == sequences ? q : rows - 1;
       const float* row = logits.f32() + (logits.rows() - rows + r) * V;
       const int64_t drawn = static_cast<int64_t>(tokens.f32()[r]);
       // The best token a check can tell from the drawn one: one that
@@ -80,7 +86,7 @@ std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std:
       // fresh clone's net.verify once released such a "lie", 318 -> 714, and
       // failed on it). Runners-up within twice the bound are never tried,
       // and at most 8 others, best first (each check may draw many times).
-      const nlohmann::json bind = binds.empty() ? nlohmann::json::object() : binds[std::min<size_t>(r, binds.size() - 1)];
+      const nlohmann::json bind = binds.empty() ? nlohmann::json::object() : binds[std::min<size_t>(q, binds.size() - 1)];
       const nlohmann::json params = bind_params(s.node, bind).all();
       const double step = params.value("step", 0.0);
       const double below = drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * logit_tolerance(row, V) : HUGE_VAL;
@@ -97,32 +103,40 @@ std::string WorkerFault::tell(std::map<std::string, Tensor>& outputs, const std:
       }
       if (second >= 0) {
         tokens.f32()[r] = static_cast<float>(second);
-        what += "token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " + std::to_string(r) + ")";
+        told.push_back("token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " +
+                       std::to_string(r) + ")");
       }
     }
     if (s.added) outputs.erase(l);
   }
-  if (!what.empty()) return what;
-  // No token: move every row of every f32 output by 1% of its norm.
+  if (!told.empty()) return told;
+  // No token: move the lying sequences' rows of every f32 output by 1% of
+  // their norm (all rows when an output's rows do not divide by sequence).
   std::normal_distribution<double> normal(0, 1);
-  for (auto& [name, t] : outputs) {
-    if (t.dtype != DType::F32 || t.numel() == 0) continue;
-    const int64_t C = t.cols();
-    std::vector<double> dir(C);
-    for (int64_t r = 0; r < t.rows(); ++r) {
-      float* x = t.f32() + r * C;
-      double norm = 0, dnorm = 0;
-      for (int64_t i = 0; i < C; ++i) {
-        norm += double(x[i]) * x[i];
-        dir[i] = normal(rng_);
-        dnorm += dir[i] * dir[i];
+  for (const int64_t q : lying) {
+    std::string what;
+    for (auto& [name, t] : outputs) {
+      if (t.dtype != DType::F32 || t.numel() == 0) continue;
+      const int64_t C = t.cols(), all = t.rows();
+      const bool apart = all % sequences == 0;
+      const int64_t first = apart ? q * (all / sequences) : 0, end = apart ? first + all / sequences : all;
+      std::vector<double> dir(C);
+      for (int64_t r = first; r < end; ++r) {
+        float* x = t.f32() + r * C;
+        double norm = 0, dnorm = 0;
+        for (int64_t i = 0; i < C; ++i) {
+          norm += double(x[i]) * x[i];
+          dir[i] = normal(rng_);
+          dnorm += dir[i] * dir[i];
+        }
+        const double scale = 0.01 * std::sqrt(norm) / std::max(std::sqrt(dnorm), 1e-30);
+        for (int64_t i = 0; i < C; ++i) x[i] += static_cast<float>(scale * dir[i]);
       }
-      const double scale = 0.01 * std::sqrt(norm) / std::max(std::sqrt(dnorm), 1e-30);
-      for (int64_t i = 0; i < C; ++i) x[i] += static_cast<float>(scale * dir[i]);
+      what += (what.empty() ? "" : ", ") + name + " moved by 1% of its norm";
     }
-    what += (what.empty() ? "" : ", ") + name + " moved by 1% of its norm";
+    if (!what.empty()) told.push_back(what + (sequences > 1 ? " (sequence " + std::to_string(q) + ")" : ""));
   }
-  return what;
+  return told;
 }
 
 }  // namespace bonfire::net
