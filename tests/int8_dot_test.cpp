@@ -270,6 +270,56 @@ TEST_F(ForEachTarget, F32PathRowsAgreeOnEveryTarget) {
   }
 }
 
+// A k-quant row (q4_k, q5_k, q6_k) of random blocks: every byte pattern is
+// a valid block, so random codes, scales and high bits, with the f16 super-
+// block scales set to finite values of either sign.
+std::vector<uint8_t> random_kquant_row(DType t, int64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> row(row_bytes(t, n));
+  for (auto& byte : row) byte = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  for (int64_t i = 0; i < n / 256; ++i) {
+    uint8_t* block = row.data() + i * row_bytes(t, 256);
+    const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
+    if (t == DType::Q6_K) {
+      std::memcpy(block + offsetof(BlockQ6_K, d), &d, 2);
+    } else {
+      std::memcpy(block, &d, 2);  // q4_k and q5_k start with d and dmin
+      std::memcpy(block + 2, &dmin, 2);
+    }
+  }
+  return row;
+}
+
+// The k-quants' vector dequantizer (the --exact path's, ops/dequant_kquants-inl.h)
+// on every target against the scalar one, which holds ggml's values (quant_test):
+// bit for bit.
+TEST_F(ForEachTarget, KQuantRowsDequantizeBitForBitOnEveryTarget) {
+  std::mt19937 rng(5);
+  const int64_t n = 1024;
+  const auto x = random_values(n, rng, 1.0f);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      const auto row = random_kquant_row(t, n, rng);
+      std::vector<float> deq(n);
+      dequantize_row(t, row.data(), deq.data(), n);
+      double want = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        want += double(deq[i]) * x[i];
+        mag += std::fabs(double(deq[i]) * x[i]);
+      }
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> got(n);
+        simd::dequantize_row(t, row.data(), got.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], deq[i]) << target_name(target) << " " << dtype_name(t) << " value " << i;
+        EXPECT_NEAR(simd::dot_row(t, row.data(), x.data(), n), want, 1e-5 * mag)
+            << target_name(target) << " " << dtype_name(t);
+      }
+    }
+  }
+}
+
 TEST(Int8Activations, NonFiniteActivationsAreRefused) {
   std::vector<float> x(64, 1.0f);
   std::vector<simd::ActBlock> xq(2);

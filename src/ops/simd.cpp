@@ -454,9 +454,14 @@ float DotQ4_0(const BlockQ4_0* b, const float* x, int64_t n) {
   return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
+#include "ops/dequant_kquants-inl.h"  // q4_k, q5_k and q6_k rows a vector at a time
+
+void DequantRow(DType t, const void* row, float* out, int64_t n);
+
 // Every other format (and the raw integer types): expand 256 elements at a
-// time with the scalar dequantizer, which is bit-identical to ggml's, and dot
-// the floats. 256 is a whole number of blocks of every format.
+// time (DequantRow: vectors for the k-quants, else the scalar dequantizer,
+// bit-identical to ggml's) and dot the floats. 256 is a whole number of
+// blocks of every format.
 // Out of line so the compiler does not reason about tmp's bounds in DotF32's
 // scalar tail (a false -Waggressive-loop-optimizations warning).
 HWY_NOINLINE float DotBuffer(const float* a, const float* b, int64_t n) { return DotF32(a, b, n); }
@@ -468,7 +473,7 @@ float DotExpanded(DType t, const uint8_t* row, const float* x, int64_t n) {
   float total = 0;
   int64_t i = 0;
   for (; i + kChunk <= n; i += kChunk, row += chunk_bytes) {
-    bonfire::dequantize_row(t, row, tmp, kChunk);
+    DequantRow(t, row, tmp, kChunk);
     total += DotBuffer(tmp, x + i, kChunk);
   }
   if (i < n) {
@@ -483,6 +488,7 @@ float DotExpanded(DType t, const uint8_t* row, const float* x, int64_t n) {
 void DequantRow(DType t, const void* row, float* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
+  if (n % 256 == 0 && DequantKQuant(d, t, row, out, n)) return;
   if (t == DType::F16 || t == DType::BF16) {
     int64_t i = 0;
     if (t == DType::F16) {
