@@ -149,6 +149,14 @@ void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* 
   const int64_t blocks = w.scale_blocks, bb = row_vals / blocks;  // bb == VPB * N
   const int64_t odd = FOUR ? row_vals : 0;
   const auto mask = hn::Set(di, 15), mid = hn::Set(di, w.midpoint);
+  // On AVX-512, a nibble's value as a float, (float)(q - midpoint), looked
+  // up in one 16-lane permute (which reads only an index's low 4 bits)
+  // instead of a mask, a subtraction and a conversion: the same values in
+  // fewer instructions (docs/PERFORMANCE.md, session 24, for what it gave).
+  constexpr bool kLookup = FOUR && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_MAX_BYTES == 64;
+  HWY_ALIGN float nibble_values[16];
+  for (int k = 0; k < 16; ++k) nibble_values[k] = static_cast<float>(k - w.midpoint);
+  [[maybe_unused]] const V table = hn::LoadU(d, nibble_values);
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
     const float* sc = w.scales + (r0 + i) * blocks;
@@ -160,8 +168,16 @@ void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* 
         const int64_t j = base + v * N;
         const auto q = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, row + j)));
         if constexpr (FOUR) {
-          const V lo = hn::ConvertTo(d, hn::Sub(hn::And(q, mask), mid));
-          const V hi = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(q), mid));
+          V lo, hi;
+          if constexpr (kLookup && sizeof(V) == 64) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+            lo = V{_mm512_permutexvar_ps(q.raw, table.raw)};
+            hi = V{_mm512_permutexvar_ps(_mm512_srli_epi32(q.raw, 4), table.raw)};
+#endif
+          } else {
+            lo = hn::ConvertTo(d, hn::Sub(hn::And(q, mask), mid));
+            hi = hn::ConvertTo(d, hn::Sub(hn::ShiftRight<4>(q), mid));
+          }
           HWY_UNROLL(4)
           for (int m = 0; m < NX; ++m) {
             const float* x = xs + m * ldx + j;
