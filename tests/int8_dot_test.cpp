@@ -243,8 +243,30 @@ TEST_F(ForEachTarget, ExtremeBytesDoNotSaturate) {
   }
 }
 
+// dot_row and dequantize_row (ops/simd.h) of `row` on every target against
+// the scalar dequantizer, which holds ggml's values (quant_test): the
+// dequantized values bit for bit, the dot within f32 reassociation.
+void expect_f32_paths_agree(DType t, const std::vector<uint8_t>& row, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> deq(n);
+  dequantize_row(t, row.data(), deq.data(), n);
+  double want = 0, mag = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    want += double(deq[i]) * x[i];
+    mag += std::fabs(double(deq[i]) * x[i]);
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    EXPECT_NEAR(simd::dot_row(t, row.data(), x.data(), n), want, 1e-5 * mag)
+        << target_name(target) << " " << dtype_name(t);
+    std::vector<float> got(n);
+    simd::dequantize_row(t, row.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], deq[i]) << target_name(target) << " " << dtype_name(t) << " value " << i;
+  }
+}
+
 TEST_F(ForEachTarget, F32PathRowsAgreeOnEveryTarget) {
-  // dot_row and dequantize_row (ops/simd.h) against the scalar dequantizer.
   std::mt19937 rng(11);
   const int64_t n = 512;
   const auto x = random_values(n, rng, 1.0f);
@@ -252,21 +274,7 @@ TEST_F(ForEachTarget, F32PathRowsAgreeOnEveryTarget) {
     const auto w = random_values(n, rng, 0.1f);
     std::vector<uint8_t> row(row_bytes(t, n));
     quantize_row(t, w.data(), row.data(), n);
-    std::vector<float> deq(n);
-    dequantize_row(t, row.data(), deq.data(), n);
-    double want = 0, mag = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      want += double(deq[i]) * x[i];
-      mag += std::fabs(double(deq[i]) * x[i]);
-    }
-    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-      hwy::SetSupportedTargetsForTest(target);
-      EXPECT_NEAR(simd::dot_row(t, row.data(), x.data(), n), want, 1e-5 * mag)
-          << target_name(target) << " " << dtype_name(t);
-      std::vector<float> got(n);
-      simd::dequantize_row(t, row.data(), got.data(), n);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], deq[i]) << target_name(target) << " " << dtype_name(t);
-    }
+    expect_f32_paths_agree(t, row, x);
   }
 }
 
@@ -290,34 +298,13 @@ std::vector<uint8_t> random_kquant_row(DType t, int64_t n, std::mt19937& rng) {
   return row;
 }
 
-// The k-quants' vector dequantizer (the --exact path's, ops/dequant_kquants-inl.h)
-// on every target against the scalar one, which holds ggml's values (quant_test):
-// bit for bit.
+// The k-quants' vector dequantizer (the --exact path's,
+// ops/dequant_kquants-inl.h) on every target.
 TEST_F(ForEachTarget, KQuantRowsDequantizeBitForBitOnEveryTarget) {
   std::mt19937 rng(5);
-  const int64_t n = 1024;
-  const auto x = random_values(n, rng, 1.0f);
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    for (int trial = 0; trial < 4; ++trial) {
-      const auto row = random_kquant_row(t, n, rng);
-      std::vector<float> deq(n);
-      dequantize_row(t, row.data(), deq.data(), n);
-      double want = 0, mag = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        want += double(deq[i]) * x[i];
-        mag += std::fabs(double(deq[i]) * x[i]);
-      }
-      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        std::vector<float> got(n);
-        simd::dequantize_row(t, row.data(), got.data(), n);
-        for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(got[i], deq[i]) << target_name(target) << " " << dtype_name(t) << " value " << i;
-        EXPECT_NEAR(simd::dot_row(t, row.data(), x.data(), n), want, 1e-5 * mag)
-            << target_name(target) << " " << dtype_name(t);
-      }
-    }
-  }
+  const auto x = random_values(1024, rng, 1.0f);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int trial = 0; trial < 4; ++trial) expect_f32_paths_agree(t, random_kquant_row(t, 1024, rng), x);
 }
 
 TEST(Int8Activations, NonFiniteActivationsAreRefused) {
