@@ -99,7 +99,7 @@ std::string VerifyTrack::int8_rows_at(int64_t pos, int64_t last, int64_t layer) 
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t n = static_cast<int64_t>(prompt_.size());
   const auto fed_by = [n](int64_t p) { return p < n ? 0 : p - n + 1; };  // the step that fed position p
-  const size_t step = static_cast<size_t>(pos < n ? fed_by(std::max(last, pos)) : fed_by(pos));
+  const size_t step = static_cast<size_t>(fed_by(pos < n ? std::max(last, pos) : pos));
   if (step >= claims_.size()) return "";
   const Claim& c = claims_[step];
   for (size_t i = 0; i < c.ranges.size() && i < c.workers.size(); ++i)

@@ -9,6 +9,31 @@
 
 namespace bonfire::net {
 
+namespace {
+
+// The best token a check can tell from the drawn one, under the call's
+// sampling `params`, or -1: one that token_check.h forgives as a near tie
+// would be no lie to catch (a fresh clone's net.verify once released such a
+// "lie", 318 -> 714, and failed on it). Runners-up within twice the bound
+// are never tried, and at most 8 others, best first (each check may draw
+// many times).
+int64_t provable_lie(const float* row, int64_t V, int64_t drawn, const nlohmann::json& params) {
+  const double below = drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * logit_tolerance(row, V) : HUGE_VAL;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < V; ++i)
+    if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below) order.push_back(i);
+  const size_t tried = std::min<size_t>(order.size(), 8);
+  std::partial_sort(order.begin(), order.begin() + tried, order.end(),
+                    [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+  const auto step = static_cast<uint64_t>(params.value("step", 0.0));
+  for (size_t k = 0; k < tried; ++k)
+    if (check_token(row, V, params, step, {}, static_cast<int32_t>(order[k])).agreement == TokenAgreement::Differs)
+      return order[k];
+  return -1;
+}
+
+}  // namespace
+
 WorkerFault::WorkerFault(const std::string& spec, uint64_t seed) : rng_(seed ? seed : std::random_device{}()) {
   size_t at = 0;
   while (at < spec.size()) {
@@ -81,26 +106,8 @@ std::vector<std::string> WorkerFault::tell(std::map<std::string, Tensor>& output
       const int64_t r = rows == sequences ? q : rows - 1;
       const float* row = logits.f32() + (logits.rows() - rows + r) * V;
       const int64_t drawn = static_cast<int64_t>(tokens.f32()[r]);
-      // The best token a check can tell from the drawn one: one that
-      // token_check.h forgives as a near tie would be no lie to catch (a
-      // fresh clone's net.verify once released such a "lie", 318 -> 714, and
-      // failed on it). Runners-up within twice the bound are never tried,
-      // and at most 8 others, best first (each check may draw many times).
       const nlohmann::json bind = binds.empty() ? nlohmann::json::object() : binds[std::min<size_t>(q, binds.size() - 1)];
-      const nlohmann::json params = bind_params(s.node, bind).all();
-      const double step = params.value("step", 0.0);
-      const double below = drawn >= 0 && drawn < V ? double(row[drawn]) - 2 * logit_tolerance(row, V) : HUGE_VAL;
-      std::vector<int64_t> order;
-      for (int64_t i = 0; i < V; ++i)
-        if (i != drawn && !std::isnan(row[i]) && double(row[i]) < below) order.push_back(i);
-      const size_t tried = std::min<size_t>(order.size(), 8);
-      std::partial_sort(order.begin(), order.begin() + tried, order.end(),
-                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
-      int64_t second = -1;
-      for (size_t k = 0; k < tried && second < 0; ++k) {
-        const auto v = check_token(row, V, params, static_cast<uint64_t>(step), {}, static_cast<int32_t>(order[k]));
-        if (v.agreement == TokenAgreement::Differs) second = order[k];
-      }
+      const int64_t second = provable_lie(row, V, drawn, bind_params(s.node, bind).all());
       if (second >= 0) {
         tokens.f32()[r] = static_cast<float>(second);
         told.push_back("token " + std::to_string(drawn) + " -> " + std::to_string(second) + " (row " +
