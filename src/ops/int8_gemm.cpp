@@ -1,6 +1,8 @@
 // Highway compiles this file once per instruction-set target (see simd.cpp).
-// Only the AVX3_DL target (Ice Lake and later, Zen 4 and later) has the
-// kernel: Highway leaves that target out unless asked, so this file asks.
+// The AVX3_DL target (Ice Lake and later, Zen 4 and later) has the VNNI
+// kernel below: Highway leaves that target out unless asked, so this file
+// asks. The AVX2 and AVX3 targets run the same panels with AVX2's byte
+// multiply-adds (int8_gemm_avx2-inl.h); other targets have no kernel.
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -353,7 +355,7 @@ void Rows(const Panel* panels, const ActBlock* x, const int32_t* sums, int64_t M
 
 }  // namespace
 
-bool Int8Available() { return __builtin_cpu_supports("avx512vnni"); }
+bool Int8Available(DType) { return __builtin_cpu_supports("avx512vnni"); }
 
 int64_t PanelBlockBytes(DType t) { return t == DType::Q8_0 ? kPanelBlock : kNibbleBlock; }
 
@@ -440,9 +442,13 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
 #pragma clang attribute push(__attribute__((target(HWY_TARGET_STR))), apply_to = function)
 #endif
 
-#else  // no VNNI: int8_gemm_available() says so and nothing calls Gemm
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
-bool Int8Available() { return false; }
+#include "ops/int8_gemm_avx2-inl.h"  // q8_0 and q4_0 panels with AVX2's byte multiply-adds
+
+#else  // no AVX2: int8_gemm_available() says so and nothing calls Gemm
+
+bool Int8Available(DType) { return false; }
 void Int8Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
 void Int8GemmPacked(DType, const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
                     const float*) {}
@@ -486,7 +492,7 @@ bool int8_gemm_available(DType weight, int64_t k) {
   const bool blocks = weight == DType::Q8_0 || weight == DType::Q4_0;
   const bool k_quant = weight == DType::Q4_K || weight == DType::Q5_K || weight == DType::Q6_K;
   const bool shape = k > 0 && ((blocks && k % 32 == 0) || (k_quant && k % 256 == 0));
-  return shape && HWY_DYNAMIC_DISPATCH(Int8Available)();
+  return shape && HWY_DYNAMIC_DISPATCH(Int8Available)(weight);
 }
 
 void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
