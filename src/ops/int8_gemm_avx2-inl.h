@@ -115,6 +115,20 @@ HWY_INLINE void AccumulateBlock(const uint8_t* block, const uint16_t* scales, in
   }
 }
 
+// Writes MR rows' outputs of a panel's half (its lanes below `lanes`), plus
+// bias; out and bias are at the panel's first row.
+template <int MR>
+HWY_INLINE void StoreHalf(const __m256* acc, int half, float* out, int64_t ldo, const float* bias, int64_t lanes) {
+  const int64_t first = kHalf * half, n = std::min<int64_t>(kHalf, lanes - first);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    alignas(32) float v[kHalf];
+    _mm256_store_ps(v, acc[m]);
+    float* o = out + m * ldo + first;
+    for (int64_t i = 0; i < n; ++i) o[i] = bias ? v[i] + bias[first + i] : v[i];
+  }
+}
+
 // MR activation rows against halves [half0, half0 + H) of one panel, all nb
 // blocks; writes the first `lanes` of those rows' outputs (plus bias).
 template <int H, int MR, bool kNibbles>
@@ -130,17 +144,7 @@ HWY_INLINE void HalfTile(const uint8_t* panel, int64_t nb, int half0, const ActB
   for (int64_t b = 0; b < nb; ++b)
     AccumulateBlock<H, MR, kNibbles>(panel + b * block, scales + b * kLanes, half0, x + b, nb, sums + b, nb, acc);
 #pragma GCC unroll 2
-  for (int h = 0; h < H; ++h) {
-    const int64_t first = kHalf * (half0 + h), n = std::min<int64_t>(kHalf, lanes - first);
-    if (n <= 0) break;
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) {
-      alignas(32) float v[kHalf];
-      _mm256_store_ps(v, acc[h][m]);
-      float* o = out + m * ldo + first;
-      for (int64_t i = 0; i < n; ++i) o[i] = bias ? v[i] + bias[first + i] : v[i];
-    }
-  }
+  for (int h = 0; h < H; ++h) StoreHalf<MR>(acc[h], half0 + h, out, ldo, bias, lanes);
 }
 
 // All M rows against one panel. Up to 2 rows take both halves at once (each
@@ -231,20 +235,28 @@ void PackPanels(const uint8_t* w, int64_t stride, int64_t N, int64_t nb, int64_t
   }
 }
 
+#include "ops/int8_gemm_kquants_avx2-inl.h"  // q4_k, q5_k and q6_k panels
+
 }  // namespace
 
-bool Int8Available(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool Int8Available(DType) { return true; }
 
 // The VNNI section's layout (int8_gemm.h): for each block, register j's
 // 4-byte group of each of the 16 rows, then the rows' f16 scales.
 void Int8Pack(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, int64_t first, int64_t last,
               uint8_t* out) {
-  (t == DType::Q8_0 ? PackPanels<true> : PackPanels<false>)(w, stride, N, K / 32, first, last,
-                                                             int8_panel_stride(t, K), out);
+  const int64_t panel = int8_panel_stride(t, K);
+  if (t == DType::Q4_K) return PackK4Panels<false>(w, stride, N, K / 256, first, last, panel, out);
+  if (t == DType::Q5_K) return PackK4Panels<true>(w, stride, N, K / 256, first, last, panel, out);
+  if (t == DType::Q6_K) return PackK6Panels(w, stride, N, K / 256, first, last, panel, out);
+  (t == DType::Q8_0 ? PackPanels<true> : PackPanels<false>)(w, stride, N, K / 32, first, last, panel, out);
 }
 
 void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
                     int64_t M, float* out, int64_t ldo, const float* bias) {
+  if (t == DType::Q4_K) return GemmK4Panels<false>(packed, N, K, x, sums, M, out, ldo, bias);
+  if (t == DType::Q5_K) return GemmK4Panels<true>(packed, N, K, x, sums, M, out, ldo, bias);
+  if (t == DType::Q6_K) return GemmK6Panels(packed, N, K, x, M, out, ldo, bias);
   const int64_t nb = K / 32, panel = int8_panel_stride(t, K);
   for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
     const uint8_t* base = packed + n0 / kLanes * panel;

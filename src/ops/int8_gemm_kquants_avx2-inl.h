@@ -1,0 +1,244 @@
+// The k-quant panels (q4_k, q5_k, q6_k) of the AVX2 section of
+// ops/int8_gemm.cpp: int8_gemm_avx2-inl.h includes this inside its per-target
+// anonymous namespace, after its helpers (kLanes, kHalf, Broadcast4,
+// KeepInRegister). The panel layouts are int8_gemm_kquants-inl.h's, byte for
+// byte (its comments describe them); a 64-byte register there is two 8-row
+// halves here. Each output follows reference_int8_gemm's arithmetic.
+//
+// The codes are unsigned (q4_k 0..15, q5_k 0..31, q6_k 0..63), so maddubs
+// takes them as they are; its 16-bit pair sums (at most 2 × 63 × 128) are
+// added in 16 bits for as many groups of 4 values as cannot overflow
+// (kGroupsIn16), then widened by madd.
+
+constexpr int kK4Block = 2432, kK5Block = 2944;
+constexpr int kK4D = 2048, kK4Dmin = 2112, kK4Scales = 2176, kK4Mins = 2304, kK5Qh = 2432;
+constexpr int kK6Block = 3392;
+constexpr int kK6Qh = 2048, kK6Scales = 3072, kK6D = 3328;
+
+// Groups of 4 codes whose maddubs sums stay below 32768 in 16 bits.
+constexpr int kGroupsIn16(int max_code) { return 32767 / (2 * max_code * 128); }
+
+// Σ over groups [0, G) of code_g · x's bytes 4(g0 + g).., exact, per lane
+// (row): k[g] holds group g's 4 codes of each of 8 rows.
+template <int G, int kMaxCode>
+HWY_INLINE __m256i DotCodes(const __m256i* k, const int8_t* xq) {
+  constexpr int kRun = kGroupsIn16(kMaxCode);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i total = _mm256_setzero_si256(), run = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+    const __m256i p = _mm256_maddubs_epi16(k[g], Broadcast4(xq + 4 * g));
+    run = g % kRun == 0 ? p : _mm256_add_epi16(run, p);
+    KeepInRegister(run);
+    if (g % kRun == kRun - 1 || g == G - 1) total = _mm256_add_epi32(total, _mm256_madd_epi16(run, ones));
+  }
+  return total;
+}
+
+// The first pass over a panel (half 0, the first rows) comes from memory,
+// where the hardware prefetchers alone fall behind the k-quants' longer
+// arithmetic: each super-block asks for the next one (the VNNI kernels do
+// the same).
+HWY_INLINE void PrefetchNext(const uint8_t* base, int block) {
+  const char* next = reinterpret_cast<const char*>(base + block);
+  for (int l = 0; l < block; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
+}
+
+HWY_INLINE __m256 LoadBytesAsFloat(const uint8_t* p, bool is_signed) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+}
+
+// Copies 4-byte groups of 16 rows into panel registers: out + 64 g + 4 i
+// gets bytes src_offset + 4 g .. of row i, for g < groups.
+HWY_INLINE void PackGroups(const uint8_t* const* rows, int64_t src_offset, int groups, uint8_t* out) {
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < kLanes; ++i) std::memcpy(out + 64 * g + 4 * i, rows[i] + src_offset + 4 * g, 4);
+}
+
+template <bool kFive>
+void PackK4Panels(const uint8_t* w, int64_t stride, int64_t N, int64_t nsb, int64_t first, int64_t last,
+                  int64_t panel, uint8_t* out) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  for (int64_t p = first; p < last; ++p) {
+    const uint8_t* rows[kLanes];
+    for (int i = 0; i < kLanes; ++i) rows[i] = w + std::min<int64_t>(p * kLanes + i, N - 1) * stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const int64_t at = sb * static_cast<int64_t>(sizeof(Block));
+      uint8_t* o = out + p * panel + sb * (kFive ? kK5Block : kK4Block);
+      for (int j = 0; j < 4; ++j) PackGroups(rows, at + offsetof(Block, qs) + 32 * j, 8, o + 64 * 8 * j);
+      if constexpr (kFive) PackGroups(rows, at + offsetof(Block, qh), 8, o + kK5Qh);
+      for (int i = 0; i < kLanes; ++i) {
+        const auto* b = reinterpret_cast<const Block*>(rows[i] + at);
+        const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        std::memcpy(o + kK4D + 4 * i, &d, 4);
+        std::memcpy(o + kK4Dmin + 4 * i, &dmin, 4);
+        for (int sub = 0; sub < 8; ++sub)
+          k4_scale_min(sub, b->scales, o + kK4Scales + kLanes * sub + i, o + kK4Mins + kLanes * sub + i);
+      }
+    }
+  }
+}
+
+void PackK6Panels(const uint8_t* w, int64_t stride, int64_t N, int64_t nsb, int64_t first, int64_t last, int64_t panel,
+                  uint8_t* out) {
+  for (int64_t p = first; p < last; ++p) {
+    const uint8_t* rows[kLanes];
+    for (int i = 0; i < kLanes; ++i) rows[i] = w + std::min<int64_t>(p * kLanes + i, N - 1) * stride;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const int64_t at = sb * static_cast<int64_t>(sizeof(BlockQ6_K));
+      uint8_t* o = out + p * panel + sb * kK6Block;
+      for (int c = 0; c < 4; ++c) PackGroups(rows, at + offsetof(BlockQ6_K, ql) + 32 * c, 8, o + 64 * 8 * c);
+      for (int h = 0; h < 2; ++h) PackGroups(rows, at + offsetof(BlockQ6_K, qh) + 32 * h, 8, o + kK6Qh + 64 * 8 * h);
+      for (int i = 0; i < kLanes; ++i) {
+        const auto* b = reinterpret_cast<const BlockQ6_K*>(rows[i] + at);
+        const float d = f16_to_f32(b->d);
+        std::memcpy(o + kK6D + 4 * i, &d, 4);
+        for (int sub = 0; sub < 16; ++sub) o[kK6Scales + kLanes * sub + i] = static_cast<uint8_t>(b->scales[sub]);
+      }
+    }
+  }
+}
+
+// MR activation rows × half `half` of one q4_k (q5_k: kFive) panel, all
+// super-blocks: per sub-block s, acc = fma(float(dot), (d·sc_s)·dx, acc)
+// and mins = fma(dmin·m_s, -(dx·Σx), mins); acc + mins at the end.
+template <int MR, bool kFive>
+HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half, bool stream, const ActBlock* x,
+                           const float* xmins, float* out, int64_t ldo, const float* bias, int64_t lanes) {
+  const int64_t nb = nsb * 8;
+  const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  __m256 acc[MR], mins[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    constexpr int kBlock = kFive ? kK5Block : kK4Block;
+    const uint8_t* base = panel + sb * kBlock;
+    if (stream) PrefetchNext(base, kBlock);
+    const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4D) + kHalf * half);
+    const __m256 dmin = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4Dmin) + kHalf * half);
+#pragma GCC unroll 8
+    for (int sub = 0; sub < 8; ++sub) {
+      __m256i k[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i r =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * (sub / 2) + g) + 32 * half));
+        k[g] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(r, 4) : r, low);
+        if constexpr (kFive) {  // bit `sub` of qh to bit 4 of each code
+          const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK5Qh + 64 * g + 32 * half));
+          k[g] = _mm256_or_si256(
+              k[g], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one), 4));
+        }
+      }
+      const __m256 ds = _mm256_mul_ps(d, LoadBytesAsFloat(base + kK4Scales + kLanes * sub + kHalf * half, false));
+      const __m256 dm = _mm256_mul_ps(dmin, LoadBytesAsFloat(base + kK4Mins + kLanes * sub + kHalf * half, false));
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const ActBlock& xb = x[m * nb + sb * 8 + sub];
+        const __m256i dot = DotCodes<8, kFive ? 31 : 15>(k, xb.qs);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ds, _mm256_set1_ps(xb.d)), acc[m]);
+        mins[m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(xmins[m * nb + sb * 8 + sub]), mins[m]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) acc[m] = _mm256_add_ps(acc[m], mins[m]);
+  StoreHalf<MR>(acc, half, out, ldo, bias, lanes);
+}
+
+// MR activation rows × half `half` of one q6_k panel: per sub-block s of 16
+// values, the dot of (q - 32) with x, then even/odd = fma(float(dot),
+// (d·sc_s)·dx, even/odd) for s even/odd; even + odd at the end. `halfsums`
+// holds 32 × the sums of values 0..15 and 16..31 of every x block.
+template <int MR>
+HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half, bool stream, const ActBlock* x,
+                           const int32_t* halfsums, float* out, int64_t ldo, const float* bias, int64_t lanes) {
+  const int64_t nb = nsb * 8;
+  const __m256i low = _mm256_set1_epi8(0x0f), high = _mm256_set1_epi8(0x30);
+  __m256 even[MR], odd[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) even[m] = odd[m] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* base = panel + sb * kK6Block;
+    if (stream) PrefetchNext(base, kK6Block);
+    const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK6D) + kHalf * half);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {  // block j: half h = j / 4, quarter q = j % 4
+      const int h = j / 4, q = j % 4, c = 2 * h + q % 2;
+      __m256i k[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * c + g) + 32 * half));
+        const __m256i b =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK6Qh + 64 * (8 * h + g) + 32 * half));
+        const __m256i nib = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l, 4) : l, low);
+        // bits 2q, 2q + 1 of qh to bits 4, 5 (a 16-bit shift; the mask keeps each byte's own)
+        const __m256i moved = q == 0   ? _mm256_slli_epi16(b, 4)
+                              : q == 1 ? _mm256_slli_epi16(b, 2)
+                              : q == 2 ? b
+                                       : _mm256_srli_epi16(b, 2);
+        k[g] = _mm256_or_si256(nib, _mm256_and_si256(moved, high));
+      }
+      const __m256 da =
+          _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j) + kHalf * half, true));
+      const __m256 db =
+          _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j + 1) + kHalf * half, true));
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const ActBlock& xb = x[m * nb + sb * 8 + j];
+        const int32_t* hs = halfsums + 2 * (m * nb + sb * 8 + j);
+        const __m256i dot_a = _mm256_sub_epi32(DotCodes<4, 63>(k, xb.qs), _mm256_set1_epi32(hs[0]));
+        const __m256i dot_b = _mm256_sub_epi32(DotCodes<4, 63>(k + 4, xb.qs + 16), _mm256_set1_epi32(hs[1]));
+        const __m256 dx = _mm256_set1_ps(xb.d);
+        even[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_a), _mm256_mul_ps(da, dx), even[m]);
+        odd[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_b), _mm256_mul_ps(db, dx), odd[m]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) even[m] = _mm256_add_ps(even[m], odd[m]);
+  StoreHalf<MR>(even, half, out, ldo, bias, lanes);
+}
+
+template <bool kFive>
+void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
+                  float* out, int64_t ldo, const float* bias) {
+  const int64_t nsb = K / 256, panel = int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), nb = K / 32;
+  thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
+  xmins.resize(M * nb);
+  for (int64_t i = 0; i < M * nb; ++i) xmins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
+  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
+    const uint8_t* p = packed + n0 / kLanes * panel;
+    const float* bn = bias ? bias + n0 : nullptr;
+    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
+    for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
+      for_row_tiles(M, [&](auto mr, int64_t m) {
+        K4HalfTile<decltype(mr)::value, kFive>(p, nsb, half, half == 0 && m == 0, x + m * nb, xmins.data() + m * nb, out + n0 + m * ldo,
+                                                ldo, bn, lanes);
+      });
+  }
+}
+
+void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, int64_t M, float* out, int64_t ldo,
+                  const float* bias) {
+  const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q6_K, K), nb = K / 32;
+  thread_local std::vector<int32_t> halfsums;  // once a call
+  halfsums.resize(2 * M * nb);
+  for (int64_t i = 0; i < M * nb; ++i) {
+    int32_t a = 0, b = 0;
+    for (int l = 0; l < 16; ++l) a += x[i].qs[l], b += x[i].qs[16 + l];
+    halfsums[2 * i] = 32 * a;
+    halfsums[2 * i + 1] = 32 * b;
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
+    const uint8_t* p = packed + n0 / kLanes * panel;
+    const float* bn = bias ? bias + n0 : nullptr;
+    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
+    for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
+      for_row_tiles(M, [&](auto mr, int64_t m) {
+        K6HalfTile<decltype(mr)::value>(p, nsb, half, half == 0 && m == 0, x + m * nb, halfsums.data() + 2 * m * nb, out + n0 + m * ldo,
+                                        ldo, bn, lanes);
+      });
+  }
+}
