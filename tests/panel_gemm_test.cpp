@@ -1,13 +1,14 @@
 // ops/int8_gemm.h and ops/half_gemm.h, the kernels over weight panels. The
-// tiled VNNI kernel computes exactly the arithmetic its header promises (bit
+// tiled int8 kernel (VNNI or AVX2) computes exactly the arithmetic its header promises (bit
 // for bit against reference_int8_gemm) at every row count, panel remainder
 // and weight format; a row does not depend on the rows beside it; and the
 // promised arithmetic is the integer definition within float rounding. The
 // f16/bf16 kernel matches its reference likewise, from weights repacked the
-// way a model load repacks them. The kernels' tests skip on CPUs without
-// AVX-512 (the dispatch never offers the kernels there); the references' run
-// everywhere.
+// way a model load repacks them. The int8 kernels' tests skip on CPUs
+// without AVX2 and the f16 kernel's without AVX-512 (the dispatch never
+// offers them there); the references' run everywhere.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstring>
@@ -76,7 +77,7 @@ WeightRows weight_rows_of(const Weights& w) { return WeightRows{w.t, w.bytes.dat
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 TEST(Int8Gemm, KernelIsTheReferenceBitForBit) {
-  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(11);
   int checked = 0;
   for (DType t : {DType::Q8_0, DType::Q4_0})
@@ -129,7 +130,7 @@ Weights random_kquant_weights(DType t, int64_t n, int64_t k, std::mt19937& rng) 
 // per call) is the reference bit for bit, and the reference is ggml's
 // dequantized weights against the int8 activations within float rounding.
 TEST(Int8Gemm, KQuantPanelsAreTheReferenceBitForBit) {
-  if (!simd::int8_gemm_available(DType::Q4_K, 256)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q4_K, 256)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(21);
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
   for (int64_t N : {16, 37, 80})
@@ -171,8 +172,65 @@ TEST(Int8Gemm, KQuantPanelsAreTheReferenceBitForBit) {
       }
 }
 
+// Every code of w at its largest (q8_0: -128) and every activation at 127
+// with the sign that makes the products largest: the 16-bit sums of the
+// AVX2 kernels are closest to saturating here.
+void make_extreme(Weights& w, std::vector<simd::ActBlock>& x) {
+  for (int64_t r = 0; r < w.n; ++r) {
+    uint8_t* row = w.bytes.data() + r * w.stride;
+    for (int64_t b = 0; b < w.k / (w.t == DType::Q8_0 || w.t == DType::Q4_0 ? 32 : 256); ++b) {
+      if (w.t == DType::Q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(row)[b].qs, 0x80, 32);
+      if (w.t == DType::Q4_0) std::memset(reinterpret_cast<BlockQ4_0*>(row)[b].qs, 0xff, 16);
+      if (w.t == DType::Q4_K) std::memset(reinterpret_cast<BlockQ4_K*>(row)[b].qs, 0xff, 128);
+      if (w.t == DType::Q5_K) {
+        std::memset(reinterpret_cast<BlockQ5_K*>(row)[b].qs, 0xff, 128);
+        std::memset(reinterpret_cast<BlockQ5_K*>(row)[b].qh, 0xff, 32);
+      }
+      if (w.t == DType::Q6_K) {
+        std::memset(reinterpret_cast<BlockQ6_K*>(row)[b].ql, 0xff, 128);
+        std::memset(reinterpret_cast<BlockQ6_K*>(row)[b].qh, 0xff, 64);
+      }
+    }
+  }
+  for (auto& blk : x) std::memset(blk.qs, w.t == DType::Q8_0 ? -127 : 127, 32);
+}
+
+// Every tiled target this CPU has (AVX3_DL's VNNI tiles; AVX3's and AVX2's
+// byte multiply-adds), forced in turn: each is the reference bit for bit in
+// every format, with random and with extreme bytes. (The tests above run
+// the best target only.)
+TEST(Int8Gemm, EveryTiledTargetIsTheReferenceBitForBit) {
+  int targets = 0, checked = 0;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    if (!simd::int8_gemm_available(DType::Q8_0, 32)) continue;
+    ++targets;
+    std::mt19937 rng(23);
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (bool extreme : {false, true})
+        for (int64_t M : {1, 2, 5}) {
+          const int64_t N = 24, K = 512;
+          const bool blocks = t == DType::Q8_0 || t == DType::Q4_0;
+          Weights w = blocks ? random_weights(t, N, K, rng) : random_kquant_weights(t, N, K, rng);
+          auto x = random_activations(M, K, rng);
+          if (extreme) make_extreme(w, x);
+          const auto got = run_kernel(w, x, M, N, nullptr);
+          std::vector<float> want(M * N);
+          simd::reference_int8_gemm(t, w.bytes.data(), w.stride, N, K, x.data(), M, want.data(), N, nullptr);
+          for (int64_t i = 0; i < M * N; ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << hwy::TargetName(target) << " " << dtype_name(t) << " extreme=" << extreme << " M=" << M << " at "
+                << i << ": " << got[i] << " vs " << want[i];
+          ++checked;
+        }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  if (targets == 0) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
+  EXPECT_EQ(checked, targets * 5 * 2 * 3);
+}
+
 TEST(Int8Gemm, ARowDoesNotDependOnTheRowsBesideIt) {
-  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(12);
   const int64_t N = 80, K = 512, M = 11;
   const Weights w = random_weights(DType::Q8_0, N, K, rng);
@@ -186,7 +244,7 @@ TEST(Int8Gemm, ARowDoesNotDependOnTheRowsBesideIt) {
 }
 
 TEST(Int8Gemm, ProductsThroughGemmNtTakeTheKernelAtAnyRowCount) {
-  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(13);
   const int64_t N = 96, K = 256, M = 40;  // past the 16 rows where AVX2 machines go to BLAS
   const Weights w = random_weights(DType::Q4_0, N, K, rng);
@@ -210,7 +268,7 @@ TEST(Int8Gemm, ProductsThroughGemmNtTakeTheKernelAtAnyRowCount) {
 }
 
 TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
-  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(15);
   // 3-D like a mixture's experts: [4, 48, 256], each expert's rows
   // starting a panel, so each expert's product reads its own panels.
@@ -251,7 +309,7 @@ TEST(Int8Gemm, WeightsRepackedAtLoadGiveTheSameBits) {
 // (one not a multiple of 32 rows), a non-finite x (every product then goes
 // on in f32, one by one), and outside a generation's scope.
 TEST(Int8Gemm, SiblingProductsAreEachProductsBits) {
-  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!simd::int8_gemm_available(DType::Q8_0, 32)) GTEST_SKIP() << "no tiled int8 kernel on this CPU (AVX2 or AVX-512 VNNI)";
   std::mt19937 rng(17);
   const int64_t K = 256;
   const int64_t heights[] = {96, 48, 16};

@@ -25,7 +25,7 @@ void add_compute_options(CLI::App& cmd, bool background) {
   cmd.add_option("--threads", g_threads, "compute threads, the caller included (default: all cores)");
   cmd.add_flag("--exact", g_exact,
                "f32 activations against quantized weights everywhere (default in generation steps: int8 against q8_0, q4_0 "
-               "and k-quant weights, in every product on CPUs with AVX-512 VNNI, in products of < 16 rows elsewhere)");
+               "and k-quant weights, in every product on CPUs with AVX2, in products of < 16 rows on older ones)");
   cmd.add_option("--simd", g_simd,
                  "run the kernels on this SIMD target or a lesser one (avx3, avx2, sse4, ...; default: the best the CPU has)");
   if (background)
@@ -37,7 +37,7 @@ void add_compute_options(CLI::App& cmd, bool background) {
 void add_int8_everywhere_option(CLI::App& cmd) {
   cmd.add_flag("--int8-everywhere", g_int8_everywhere,
                "int8 activations in every product, prefill included (measures their accuracy; the default on CPUs with "
-               "AVX-512 VNNI; elsewhere products of < 16 rows only)");
+               "AVX2; on older ones products of < 16 rows only)");
 }
 
 bool apply_compute_options() {

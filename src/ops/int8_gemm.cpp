@@ -444,7 +444,7 @@ void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, c
 
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
-#include "ops/int8_gemm_avx2-inl.h"  // q8_0 and q4_0 panels with AVX2's byte multiply-adds
+#include "ops/int8_gemm_avx2-inl.h"  // the same panels with AVX2's byte multiply-adds
 
 #else  // no AVX2: int8_gemm_available() says so and nothing calls Gemm
 

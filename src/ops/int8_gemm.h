@@ -1,6 +1,8 @@
-// A tiled product of q8_0, q4_0, q4_k and q6_k weights with int8-quantized
-// activations (ops/int8_dot.h's ActBlock rows) for CPUs with AVX-512 VNNI, where one
-// instruction sums 64 byte products. Prefill is where it pays: the weight
+// A tiled product of q8_0, q4_0, q4_k, q5_k and q6_k weights with
+// int8-quantized activations (ops/int8_dot.h's ActBlock rows) for CPUs with
+// AVX-512 VNNI, where one instruction sums 64 byte products, and for CPUs
+// with AVX2 (int8_gemm_avx2-inl.h: the same panels and the same bits, two
+// multiply-adds per 32 products). Prefill is where it pays: the weight
 // streams once per panel of 32 rows, and each panel meets many activation
 // rows in registers (llama.cpp's repacked q8_0/q4_0 GEMMs work the same way).
 //
@@ -26,9 +28,9 @@
 
 namespace bonfire::simd {
 
-// True when this CPU runs the tiled kernel (AVX-512 VNNI chosen by Highway's
-// dispatch) for this weight format and row length (q8_0 or q4_0 with
-// K % 32 == 0; q4_k or q6_k with K % 256 == 0).
+// True when this CPU runs the tiled kernel (the AVX-512 VNNI, AVX3 or AVX2
+// target chosen by Highway's dispatch) for this weight format and row length
+// (q8_0 or q4_0 with K % 32 == 0; q4_k, q5_k or q6_k with K % 256 == 0).
 bool int8_gemm_available(DType weight, int64_t k);
 
 // 128 × the sum of each block's 32 values, for x[m * blocks + b]: the kernel

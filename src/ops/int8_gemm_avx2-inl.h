@@ -1,6 +1,7 @@
 // The tiled int8 kernel of ops/int8_gemm.cpp for CPUs with AVX2 but no
 // AVX-512 VNNI (Zen 2/3, Haswell to Alder Lake, and AVX-512 CPUs without
-// VNNI), for q8_0 and q4_0 panels. Highway compiles int8_gemm.cpp once per
+// VNNI): q8_0 and q4_0 panels here, the k-quants' in
+// int8_gemm_kquants_avx2-inl.h. Highway compiles int8_gemm.cpp once per
 // target, and that file includes this one inside the AVX2 and AVX3 targets'
 // namespaces; it defines the same four functions the VNNI section does.
 //
