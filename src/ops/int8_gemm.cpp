@@ -411,29 +411,14 @@ void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
   (t == DType::Q8_0 ? GemmPanels<false> : GemmPanels<true>)(packed, N, K, x, sums, M, out, ldo, bias);
 }
 
-void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
-              int64_t M, float* out, int64_t ldo, const float* bias) {
-  const int64_t nb = K / 32;
-  const bool q8 = t == DType::Q8_0;
-  // The k-quants have no streaming form: a few rows pack two panels first too.
-  if (M <= kStreamRows && (t == DType::Q8_0 || t == DType::Q4_0)) {
-    (q8 ? StreamRows<true> : StreamRows<false>)(w, stride, N, nb, x, sums, M, out, ldo, bias);
-    return;
-  }
-  // Two panels (32 weight rows) at a time, packed into this thread's buffer
-  // the way a load packs them, then the packed product.
-  struct alignas(64) Line {
-    uint8_t bytes[64];
-  };
-  thread_local std::vector<Line> buffer;  // aligned for the 64-byte loads
-  const int64_t panel = int8_panel_stride(t, K);
-  if (buffer.size() < static_cast<size_t>(2 * panel / 64)) buffer.resize(2 * panel / 64);
-  uint8_t* packed = reinterpret_cast<uint8_t*>(buffer.data());
-  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
-    const int64_t nn = std::min<int64_t>(2 * kLanes, N - n0);
-    Int8Pack(t, w + n0 * stride, stride, nn, K, 0, (nn + kLanes - 1) / kLanes, packed);
-    Int8GemmPacked(t, packed, nn, K, x, sums, M, out + n0, ldo, bias ? bias + n0 : nullptr);
-  }
+// Few rows (decode steps) of q8_0 and q4_0 straight from the unpacked
+// weight, each block transposed in registers: a packed copy would cost more
+// than it saves. False for the rest, which int8_gemm packs first.
+bool Int8Stream(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
+                int64_t M, float* out, int64_t ldo, const float* bias) {
+  if (M > kStreamRows || (t != DType::Q8_0 && t != DType::Q4_0)) return false;
+  (t == DType::Q8_0 ? StreamRows<true> : StreamRows<false>)(w, stride, N, K / 32, x, sums, M, out, ldo, bias);
+  return true;
 }
 
 #pragma GCC diagnostic pop
@@ -452,8 +437,10 @@ bool Int8Available(DType) { return false; }
 void Int8Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
 void Int8GemmPacked(DType, const uint8_t*, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*, int64_t,
                     const float*) {}
-void Int8Gemm(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*,
-              int64_t, const float*) {}
+bool Int8Stream(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*,
+                int64_t, const float*) {
+  return false;
+}
 
 #endif
 
@@ -464,7 +451,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace bonfire::simd {
 HWY_EXPORT(Int8Available);
-HWY_EXPORT(Int8Gemm);
+HWY_EXPORT(Int8Stream);
 HWY_EXPORT(Int8Pack);
 HWY_EXPORT(Int8GemmPacked);
 
@@ -502,7 +489,34 @@ void int8_block_sums(const ActBlock* x, int64_t count, int32_t* sums) {
 
 void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const Int8Rows& x, float* out,
                int64_t ldo, const float* bias) {
-  HWY_DYNAMIC_DISPATCH(Int8Gemm)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias);
+  if (HWY_DYNAMIC_DISPATCH(Int8Stream)(weight, w, stride, N, K, x.blocks, x.sums, x.rows, out, ldo, bias)) return;
+  // Two panels (32 weight rows) at a time, packed into this thread's buffer
+  // the way a load packs them, then the packed product.
+  struct alignas(64) Line {
+    uint8_t bytes[64];
+  };
+  thread_local std::vector<Line> buffer;  // aligned for the kernels' aligned loads
+  const int64_t panel = int8_panel_stride(weight, K);
+  if (buffer.size() < static_cast<size_t>(2 * panel / 64)) buffer.resize(2 * panel / 64);
+  uint8_t* packed = reinterpret_cast<uint8_t*>(buffer.data());
+  for (int64_t n0 = 0; n0 < N; n0 += 32) {
+    const int64_t nn = std::min<int64_t>(32, N - n0);
+    int8_pack(weight, w + n0 * stride, stride, nn, K, 0, (nn + 15) / 16, packed);
+    int8_gemm_packed(weight, packed, nn, K, {x.blocks, x.sums, x.rows}, out + n0, ldo, bias ? bias + n0 : nullptr);
+  }
+}
+
+void int8_k4_mins(const ActBlock* x, const int32_t* sums, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
+}
+
+void int8_k6_half_sums(const ActBlock* x, int64_t count, int32_t* halves) {
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t a = 0, b = 0;
+    for (int l = 0; l < 16; ++l) a += x[i].qs[l], b += x[i].qs[16 + l];
+    halves[2 * i] = 32 * a;
+    halves[2 * i + 1] = 32 * b;
+  }
 }
 
 }  // namespace bonfire::simd

@@ -47,12 +47,12 @@ HWY_INLINE void AccumulateBlock(const uint8_t* block, const uint16_t* scales, in
                                 int64_t stride, const int32_t* sum, int64_t sum_stride, __m256 (*acc)[MR]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i dot[H][MR];
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) dot[h][m] = _mm256_setzero_si256();
   if constexpr (kNibbles) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 2
-    for (int h = 0; h < H; ++h)
-#pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) dot[h][m] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       __m256i lo[H], hi[H];
@@ -81,10 +81,6 @@ HWY_INLINE void AccumulateBlock(const uint8_t* block, const uint16_t* scales, in
         dot[h][m] = _mm256_sub_epi32(_mm256_madd_epi16(dot[h][m], ones), _mm256_set1_epi32(sum[m * sum_stride] >> 4));
   } else {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 2
-    for (int h = 0; h < H; ++h)
-#pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) dot[h][m] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       __m256i w[H], aw[H];
@@ -268,20 +264,8 @@ void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
   }
 }
 
-// Unpacked weights (a product outside a loaded model's repacked tensors):
-// two panels at a time packed into this thread's buffer, then the packed product.
-void Int8Gemm(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums,
-              int64_t M, float* out, int64_t ldo, const float* bias) {
-  struct alignas(64) Line {
-    uint8_t bytes[64];
-  };
-  thread_local std::vector<Line> buffer;
-  const int64_t panel = int8_panel_stride(t, K);
-  if (buffer.size() < static_cast<size_t>(2 * panel / 64)) buffer.resize(2 * panel / 64);
-  uint8_t* packed = reinterpret_cast<uint8_t*>(buffer.data());
-  for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
-    const int64_t nn = std::min<int64_t>(2 * kLanes, N - n0);
-    Int8Pack(t, w + n0 * stride, stride, nn, K, 0, (nn + kLanes - 1) / kLanes, packed);
-    Int8GemmPacked(t, packed, nn, K, x, sums, M, out + n0, ldo, bias ? bias + n0 : nullptr);
-  }
+// Unpacked weights: int8_gemm packs them two panels at a time.
+bool Int8Stream(DType, const uint8_t*, int64_t, int64_t, int64_t, const ActBlock*, const int32_t*, int64_t, float*,
+                int64_t, const float*) {
+  return false;
 }

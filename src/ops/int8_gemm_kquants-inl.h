@@ -279,7 +279,7 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
   const int64_t nsb = K / 256, panel = int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), nb = K / 32;
   thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
   xmins.resize(M * nb);
-  for (int64_t i = 0; i < M * nb; ++i) xmins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
+  int8_k4_mins(x, sums, M * nb, xmins.data());
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const uint8_t* panels[2] = {packed + n0 / kLanes * panel, packed + (n0 / kLanes + 1) * panel};
     const float* bn = bias ? bias + n0 : nullptr;
@@ -301,12 +301,7 @@ void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
   const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q6_K, K), nb = K / 32;
   thread_local std::vector<int32_t> half;  // 32 x the sums of each x block's two halves, once a call
   half.resize(2 * M * nb);
-  for (int64_t i = 0; i < M * nb; ++i) {
-    int32_t a = 0, b = 0;
-    for (int l = 0; l < 16; ++l) a += x[i].qs[l], b += x[i].qs[16 + l];
-    half[2 * i] = 32 * a;
-    half[2 * i + 1] = 32 * b;
-  }
+  int8_k6_half_sums(x, M * nb, half.data());
   for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
     const uint8_t* p = packed + n0 / kLanes * panel;
     const float* bn = bias ? bias + n0 : nullptr;
