@@ -66,8 +66,7 @@ HWY_INLINE void AccumulateBlock(const uint8_t* block, const uint16_t* scales, in
       for (int m = 0; m < MR; ++m) {
         const __m256i xl = Broadcast4(x[m * stride].qs + 4 * j), xh = Broadcast4(x[m * stride].qs + 16 + 4 * j);
 #pragma GCC unroll 2
-        for (int h = 0; h < H; ++h)  // 16-bit sums of the whole block: see the top of the file
-        {
+        for (int h = 0; h < H; ++h) {  // 16-bit sums of the whole block: see the top of the file
           dot[h][m] = _mm256_add_epi16(
               dot[h][m], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl), _mm256_maddubs_epi16(hi[h], xh)));
           KeepInRegister(dot[h][m]);
