@@ -506,17 +506,23 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
   }
 }
 
-void int8_k4_mins(const ActBlock* x, const int32_t* sums, int64_t count, float* out) {
-  for (int64_t i = 0; i < count; ++i) out[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
+const float* int8_k4_mins(const ActBlock* x, const int32_t* sums, int64_t count) {
+  thread_local std::vector<float> mins;
+  mins.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) mins[i] = -(x[i].d * static_cast<float>(sums[i] >> 7));
+  return mins.data();
 }
 
-void int8_k6_half_sums(const ActBlock* x, int64_t count, int32_t* halves) {
+const int32_t* int8_k6_half_sums(const ActBlock* x, int64_t count) {
+  thread_local std::vector<int32_t> halves;
+  halves.resize(static_cast<size_t>(2 * count));
   for (int64_t i = 0; i < count; ++i) {
     int32_t a = 0, b = 0;
     for (int l = 0; l < 16; ++l) a += x[i].qs[l], b += x[i].qs[16 + l];
     halves[2 * i] = 32 * a;
     halves[2 * i + 1] = 32 * b;
   }
+  return halves.data();
 }
 
 }  // namespace bonfire::simd

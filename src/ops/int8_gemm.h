@@ -68,11 +68,12 @@ void int8_gemm_packed(DType weight, const uint8_t* panels, int64_t N, int64_t K,
                       int64_t ldo, const float* bias);
 
 // Per-call sums the k-quant tiles of every target take, from x's `count`
-// blocks and their int8_block_sums: out[i] = -(dx · Σx) of block i (q4_k and
-// q5_k's mins), and halves[2i], halves[2i + 1] = 32 × the sums of block i's
-// values 0..15 and 16..31 (q6_k's offset of 32).
-void int8_k4_mins(const ActBlock* x, const int32_t* sums, int64_t count, float* out);
-void int8_k6_half_sums(const ActBlock* x, int64_t count, int32_t* halves);
+// blocks and their int8_block_sums, in this thread's buffer (valid until the
+// thread's next call): int8_k4_mins' [i] = -(dx · Σx) of block i (q4_k and
+// q5_k's mins); int8_k6_half_sums' [2i], [2i + 1] = 32 × the sums of block
+// i's values 0..15 and 16..31 (q6_k's offset of 32).
+const float* int8_k4_mins(const ActBlock* x, const int32_t* sums, int64_t count);
+const int32_t* int8_k6_half_sums(const ActBlock* x, int64_t count);
 
 // The same arithmetic in plain C++ on any CPU: the tests hold int8_gemm to it bit for bit.
 void reference_int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_t K, const ActBlock* x,

@@ -277,9 +277,7 @@ template <bool kFive>
 void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                   float* out, int64_t ldo, const float* bias) {
   const int64_t nsb = K / 256, panel = int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), nb = K / 32;
-  thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
-  xmins.resize(M * nb);
-  int8_k4_mins(x, sums, M * nb, xmins.data());
+  const float* xmins = int8_k4_mins(x, sums, M * nb);  // once a call
   for (int64_t n0 = 0; n0 < N; n0 += 2 * kLanes) {
     const uint8_t* panels[2] = {packed + n0 / kLanes * panel, packed + (n0 / kLanes + 1) * panel};
     const float* bn = bias ? bias + n0 : nullptr;
@@ -287,7 +285,7 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
     for_row_tiles_first(M, [&](auto mr, int64_t m, auto first) {
       constexpr int MR = decltype(mr)::value;
       const ActBlock* xm = x + m * nb;
-      const float* mm = xmins.data() + m * nb;
+      const float* mm = xmins + m * nb;
       if (two)
         K4Tile<MR, 2, kFive, first.value>(panels, xm, mm, nsb, out + n0 + m * ldo, ldo, bn, N - n0);
       else
@@ -299,14 +297,12 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
 void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, int64_t M, float* out, int64_t ldo,
                   const float* bias) {
   const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q6_K, K), nb = K / 32;
-  thread_local std::vector<int32_t> half;  // 32 x the sums of each x block's two halves, once a call
-  half.resize(2 * M * nb);
-  int8_k6_half_sums(x, M * nb, half.data());
+  const int32_t* half = int8_k6_half_sums(x, M * nb);  // once a call
   for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
     const uint8_t* p = packed + n0 / kLanes * panel;
     const float* bn = bias ? bias + n0 : nullptr;
     for_row_tiles_first(M, [&](auto mr, int64_t m, auto first) {
-      K6Tile<decltype(mr)::value, first.value>(p, x + m * nb, half.data() + 2 * m * nb, nsb, out + n0 + m * ldo, ldo,
+      K6Tile<decltype(mr)::value, first.value>(p, x + m * nb, half + 2 * m * nb, nsb, out + n0 + m * ldo, ldo,
                                                bn, N - n0);
     });
   }

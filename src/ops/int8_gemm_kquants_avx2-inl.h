@@ -201,39 +201,38 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half, bool str
   StoreHalf<MR>(even, half, out, ldo, bias, lanes);
 }
 
+// tile(mr, panel, half, stream, m, n0, lanes) for each tile of MR of the M
+// activation rows over each half of each 16-row panel of N; `stream` is true
+// for the first pass over a panel, which reads it from memory.
+template <class Tile>
+void ForEachHalfTile(const uint8_t* packed, int64_t panel, int64_t N, int64_t M, Tile&& tile) {
+  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
+    const uint8_t* p = packed + n0 / kLanes * panel;
+    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
+    for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
+      for_row_tiles(M, [&](auto mr, int64_t m) { tile(mr, p, half, half == 0 && m == 0, m, n0, lanes); });
+  }
+}
+
 template <bool kFive>
 void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, const int32_t* sums, int64_t M,
                   float* out, int64_t ldo, const float* bias) {
-  const int64_t nsb = K / 256, panel = int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), nb = K / 32;
-  thread_local std::vector<float> xmins;  // -(dx·Σx) per activation block, once a call
-  xmins.resize(M * nb);
-  int8_k4_mins(x, sums, M * nb, xmins.data());
-  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
-    const uint8_t* p = packed + n0 / kLanes * panel;
-    const float* bn = bias ? bias + n0 : nullptr;
-    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
-    for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
-      for_row_tiles(M, [&](auto mr, int64_t m) {
-        K4HalfTile<decltype(mr)::value, kFive>(p, nsb, half, half == 0 && m == 0, x + m * nb, xmins.data() + m * nb, out + n0 + m * ldo,
-                                                ldo, bn, lanes);
-      });
-  }
+  const int64_t nsb = K / 256, nb = K / 32;
+  const float* xmins = int8_k4_mins(x, sums, M * nb);  // once a call
+  ForEachHalfTile(packed, int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), N, M,
+                  [&](auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0, int64_t lanes) {
+                    K4HalfTile<decltype(mr)::value, kFive>(p, nsb, half, stream, x + m * nb, xmins + m * nb,
+                                                            out + n0 + m * ldo, ldo, bias ? bias + n0 : nullptr, lanes);
+                  });
 }
 
 void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x, int64_t M, float* out, int64_t ldo,
                   const float* bias) {
-  const int64_t nsb = K / 256, panel = int8_panel_stride(DType::Q6_K, K), nb = K / 32;
-  thread_local std::vector<int32_t> halfsums;  // once a call
-  halfsums.resize(2 * M * nb);
-  int8_k6_half_sums(x, M * nb, halfsums.data());
-  for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
-    const uint8_t* p = packed + n0 / kLanes * panel;
-    const float* bn = bias ? bias + n0 : nullptr;
-    const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
-    for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
-      for_row_tiles(M, [&](auto mr, int64_t m) {
-        K6HalfTile<decltype(mr)::value>(p, nsb, half, half == 0 && m == 0, x + m * nb, halfsums.data() + 2 * m * nb, out + n0 + m * ldo,
-                                        ldo, bn, lanes);
-      });
-  }
+  const int64_t nsb = K / 256, nb = K / 32;
+  const int32_t* halves = int8_k6_half_sums(x, M * nb);  // once a call
+  ForEachHalfTile(packed, int8_panel_stride(DType::Q6_K, K), N, M,
+                  [&](auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0, int64_t lanes) {
+                    K6HalfTile<decltype(mr)::value>(p, nsb, half, stream, x + m * nb, halves + 2 * m * nb,
+                                                    out + n0 + m * ldo, ldo, bias ? bias + n0 : nullptr, lanes);
+                  });
 }
