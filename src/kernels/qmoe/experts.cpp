@@ -32,7 +32,9 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
   if (rows == 0) return;
 
   // Each group's activations, gathered once: prepared for the dot kernel, or
-  // as stored for BLAS.
+  // as stored for the tile GEMM, ldx floats apart.
+  const QMatrix shape = fc1 ? p.fc1_of(0) : p.fc2_of(0);  // every expert's
+  const int64_t ldx = std::max(cols, prepared_x_size(shape));
   std::vector<int64_t> first(groups.size() + 1, 0);
   std::vector<char> gemm(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -43,7 +45,7 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
   // Kept between calls: fresh pages of a large buffer cost a fault each.
   // (The threads below use the calling thread's buffer through `xs`.)
   static thread_local std::vector<float> xs_buffer;
-  if (xs_buffer.size() < (size_t)(first.back() * cols)) xs_buffer.resize(first.back() * cols);
+  if (xs_buffer.size() < (size_t)(first.back() * ldx)) xs_buffer.resize(first.back() * ldx);
   float* const xs = xs_buffer.data();
   std::vector<std::pair<int64_t, int64_t>> slots;  // (group, index)
   slots.reserve(first.back());
@@ -52,11 +54,11 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
   parallel_for((int64_t)slots.size(), grain_for(cols), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const auto [g, i] = slots[s];
-      float* dst = xs + (first[g] + i) * cols;
+      float* dst = xs + (first[g] + i) * ldx;
       if (gemm[g])
         std::memcpy(dst, groups[g].x_rows[i], cols * sizeof(float));
       else
-        prepare_x(p.bits, groups[g].x_rows[i], cols, dst);
+        prepare_x(shape, groups[g].x_rows[i], dst);
     }
   });
 
@@ -75,14 +77,14 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
       const SlotGroup& group = groups[item.group];
       const QMatrix w = fc1 ? p.fc1_of(group.expert) : p.fc2_of(group.expert);
       const int64_t n = (int64_t)group.x_rows.size();
-      const float* x = xs + first[item.group] * cols;
+      const float* x = xs + first[item.group] * ldx;
       out.resize(n * item.rows);
       if (gemm[item.group]) {
-        expert_tile_gemm(w, item.r0, item.rows, x, n, cols, out.data(), item.rows);
+        expert_tile_gemm(w, item.r0, item.rows, x, n, ldx, out.data(), item.rows);
       } else {
         for (int64_t b = 0; b < n; b += batch) {
           const int nx = (int)std::min(batch, n - b);
-          qgemv(w, item.r0, item.rows, x + b * cols, cols, nx, out.data() + b * item.rows, item.rows);
+          qgemv(w, item.r0, item.rows, x + b * ldx, ldx, nx, out.data() + b * item.rows, item.rows);
         }
       }
       for (int64_t i = 0; i < n; ++i) {

@@ -124,12 +124,15 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
 
 // ---- SIMD kernels (simd.cpp, Highway with run-time dispatch) ---------------
 
-// x as the dot kernels want it: for 4 bits its even columns then its odd
-// ones (the low and high nibbles of a byte meet them side by side); for 8
-// bits a plain copy. n is even for 4 bits.
-void prepare_x(int bits, const float* x, int64_t n, float* out);
+// x (w.cols values) as the dot kernels want it for matrices of w's shape
+// (every expert of a layer shares it), in prepared_x_size(w) floats: for 4
+// bits its even columns then its odd ones (the low and high nibbles of a
+// byte meet them side by side), or on AVX2 the word layout of
+// gemv_avx2-inl.h; for 8 bits a plain copy.
+int64_t prepared_x_size(const QMatrix& w);
+void prepare_x(const QMatrix& w, const float* x, float* out);
 // out[m * ldo + i] = W[r0 + i] · x_m for i < nr and m < nx (nx <= 4), where
-// x_m = xs + m * ldx is prepared.
+// x_m = xs + m * ldx is prepared for w's shape (ldx >= prepared_x_size(w)).
 void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
            int64_t ldo);
 // c [m, i] = a [m, :] . W[r0 + i] for i < r and m < M, W's rows dequantized

@@ -9,9 +9,11 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmoe/simd.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -26,8 +28,20 @@ namespace bonfire::kernels::qmoe {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void PrepareX(int bits, const float* x, int64_t n, float* out) {
-  if (bits == 8) {
+#if HWY_TARGET == HWY_AVX2
+#include "kernels/qmoe/gemv_avx2-inl.h"  // 4-bit rows a 32-bit word at a time
+#else
+bool WordLayout(const QMatrix&) { return false; }
+void PrepareWords(const QMatrix&, const float*, float*) {}
+void QGemvWords(const QMatrix&, int64_t, int64_t, const float*, int64_t, int, float*, int64_t) {}
+#endif
+
+int64_t PreparedXSize(const QMatrix& w) { return WordLayout(w) ? w.cols + w.scale_blocks : w.cols; }
+
+void PrepareX(const QMatrix& w, const float* x, float* out) {
+  const int64_t n = w.cols;
+  if (WordLayout(w)) return PrepareWords(w, x, out);
+  if (w.bits == 8) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i];
     return;
   }
@@ -138,6 +152,8 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
 // 4-bit blocks of 32 are one AVX-512 vector): straight-line code, even and
 // odd steps into separate sums, each block's sum scaled into one of two
 // accumulators that alternate, so no chain waits on one FMA after another.
+constexpr int64_t kAhead = 2;
+
 template <int NX, int VPB, bool FOUR, class D>
 void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, float* out,
                     int64_t ldo) {
@@ -161,6 +177,8 @@ void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* 
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
     const float* sc = w.scales + (r0 + i) * blocks;
+    if (r0 + i + kAhead < w.rows)
+      for (int64_t line = 0; line < w.row_bytes; line += 64) hwy::Prefetch(row + kAhead * w.row_bytes + line);
     const auto block = [&](int64_t b, V* acc) HWY_INLINE_LAMBDA {
       const int64_t base = b * bb;
       V s0[NX], s1[NX];
@@ -266,6 +284,7 @@ void DotRowsN(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, in
 
 void QGemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
            int64_t ldo) {
+  if (WordLayout(w)) return QGemvWords(w, r0, nr, xs, ldx, nx, out, ldo);
   const int64_t bb = (w.bits == 4 ? w.cols / 2 : w.cols) / w.scale_blocks;
   const hn::ScalableTag<float> d;
   // Block-wise rows need whole vectors in a block: 8 bytes for 4-bit blocks
@@ -432,11 +451,13 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace bonfire::kernels::qmoe {
+HWY_EXPORT(PreparedXSize);
 HWY_EXPORT(PrepareX);
 HWY_EXPORT(QGemv);
 HWY_EXPORT(ExpertTileGemm);
 
-void prepare_x(int bits, const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(PrepareX)(bits, x, n, out); }
+int64_t prepared_x_size(const QMatrix& w) { return HWY_DYNAMIC_DISPATCH(PreparedXSize)(w); }
+void prepare_x(const QMatrix& w, const float* x, float* out) { HWY_DYNAMIC_DISPATCH(PrepareX)(w, x, out); }
 void qgemv(const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, int nx, float* out,
            int64_t ldo) {
   HWY_DYNAMIC_DISPATCH(QGemv)(w, r0, nr, xs, ldx, nx, out, ldo);

@@ -100,17 +100,18 @@ void fc1_split(PassArgs& a) {
   const int64_t K = p.topk, H = p.hidden, rows = p.fc1_rows;
   const int64_t tiles = (rows + kSplitTile - 1) / kSplitTile;
   // Items: (token, tile of FC1 rows); each dots its token's slots alone.
+  const QMatrix shape = p.fc1_of(0);  // every expert's
   parallel_for(p.token_count * tiles, grain_for(K * kSplitTile * H), [&](int64_t i0, int64_t i1) {
-    std::vector<float> x(H), out(kSplitTile);
+    std::vector<float> x(prepared_x_size(shape)), out(kSplitTile);
     int64_t prepared = -1;
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t lt = it / tiles, r0 = (it % tiles) * kSplitTile, nr = std::min(kSplitTile, rows - r0);
       const int64_t t = p.token_offset + lt;
-      if (prepared != t) prepare_x(p.bits, p.input + t * H, H, x.data()), prepared = t;
+      if (prepared != t) prepare_x(shape, p.input + t * H, x.data()), prepared = t;
       for (int64_t j = 0; j < K; ++j) {
         const uint32_t e = b.expert[t * K + j];
         if (e == kNoExpert) continue;
-        qgemv(p.fc1_of(e), r0, nr, x.data(), H, 1, out.data(), nr);
+        qgemv(p.fc1_of(e), r0, nr, x.data(), (int64_t)x.size(), 1, out.data(), nr);
         activate(p, out.data(), r0, nr, b.hidden + (lt * K + j) * p.inter);
       }
     }
@@ -124,10 +125,12 @@ void output_split(PassArgs& a) {
   const int64_t K = p.topk, H = p.hidden, I = p.inter;
   const int64_t tiles = (H + kSplitTile - 1) / kSplitTile;
   // The chunk's hidden rows prepared for the dot kernel once.
-  std::vector<float> hx(p.token_count * K * I);
+  const QMatrix shape = p.fc2_of(0);  // every expert's
+  const int64_t ldx = prepared_x_size(shape);
+  std::vector<float> hx(p.token_count * K * ldx);
   parallel_for(p.token_count * K, grain_for(I), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
-      if (b.expert[p.token_offset * K + s] != kNoExpert) prepare_x(p.bits, b.hidden + s * I, I, &hx[s * I]);
+      if (b.expert[p.token_offset * K + s] != kNoExpert) prepare_x(shape, b.hidden + s * I, &hx[s * ldx]);
   });
   // Items: (token, tile of output columns), which they own: 0, then each
   // active slot's FC2 rows times its weight, in slot order.
@@ -141,7 +144,7 @@ void output_split(PassArgs& a) {
       for (int64_t j = 0; j < K; ++j) {
         const uint32_t e = b.expert[t * K + j];
         if (e == kNoExpert) continue;
-        qgemv(p.fc2_of(e), r0, nr, &hx[(lt * K + j) * I], I, 1, y.data(), nr);
+        qgemv(p.fc2_of(e), r0, nr, &hx[(lt * K + j) * ldx], ldx, 1, y.data(), nr);
         simd::axpy_f32(b.mix[t * K + j], y.data(), o, nr);
       }
     }
