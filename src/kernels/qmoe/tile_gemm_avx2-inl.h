@@ -87,14 +87,6 @@ HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int
   }
 }
 
-template <int MR>
-void PackedRowsN(int mr, const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc) {
-  if constexpr (MR > 1) {
-    if (mr < MR) return PackedRowsN<MR - 1>(mr, A, lda, packed, K, C, ldc);
-  }
-  PackedRows<MR>(A, lda, packed, K, C, ldc);
-}
-
 }  // namespace
 
 // C [M, 64] = A [M, K] . W [r0, r0 + 64)^T; false (nothing written) when the
@@ -119,8 +111,9 @@ bool PackedTileGemm(const QMatrix& w, int64_t r0, int64_t R, const float* A, int
     int64_t line = 0;
     for (int64_t m = 0, part = 1; m < M; m += kPackedMR, ++part) {
       for (const int64_t end = lines * part / parts; line < end; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
-      PackedRowsN<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), A + m * lda, lda, packed.data(), K,
-                             C + m * ldc + s, ldc);
+      WithRowCount<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), [&](auto mr) {
+        PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc + s, ldc);
+      });
     }
   }
   return true;

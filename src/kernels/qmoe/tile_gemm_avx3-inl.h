@@ -109,13 +109,6 @@ HWY_INLINE void PackedRows(const float* A, int64_t lda, const float* packed, int
     for (int j = 0; j < 4; ++j) _mm512_storeu_ps(C + m * ldc + 16 * j, acc[m][j]);
 }
 
-template <int MR>
-void PackedRowsN(int mr, const float* A, int64_t lda, const float* packed, int64_t K, float* C, int64_t ldc) {
-  if constexpr (MR > 1) {
-    if (mr < MR) return PackedRowsN<MR - 1>(mr, A, lda, packed, K, C, ldc);
-  }
-  PackedRows<MR>(A, lda, packed, K, C, ldc);
-}
 }  // namespace
 
 // C [M, 64] = A [M, K] . W [r0, r0 + 64)^T; false (nothing written) when the
@@ -129,7 +122,8 @@ bool PackedTileGemm(const QMatrix& w, int64_t r0, int64_t R, const float* A, int
   if (w.bits == 4) DequantPack<true>(w, r0, packed.data());
   else DequantPack<false>(w, r0, packed.data());
   for (int64_t m = 0; m < M; m += kPackedMR)
-    PackedRowsN<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), A + m * lda, lda, packed.data(), K,
-                           C + m * ldc, ldc);
+    WithRowCount<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), [&](auto mr) {
+      PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc);
+    });
   return true;
 }
