@@ -120,7 +120,7 @@ void HalfGemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
 
 #pragma GCC diagnostic pop
 
-#else  // no AVX-512: half_gemm_available() says so and nothing calls GemmPacked
+#else  // no AVX-512: half_gemm_available() says so and nothing calls HalfGemmPacked
 
 bool HalfAvailable() { return false; }
 void HalfGemmPacked(DType, const uint8_t*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,

@@ -431,7 +431,7 @@ bool Int8Stream(DType t, const uint8_t* w, int64_t stride, int64_t N, int64_t K,
 
 #include "ops/int8_gemm_avx2-inl.h"  // the same panels with AVX2's byte multiply-adds
 
-#else  // no AVX2: int8_gemm_available() says so and nothing calls Gemm
+#else  // no AVX2: int8_gemm_available() says so, Int8Stream declines, nothing calls the rest
 
 bool Int8Available(DType) { return false; }
 void Int8Pack(DType, const uint8_t*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) {}
@@ -502,7 +502,7 @@ void int8_gemm(DType weight, const uint8_t* w, int64_t stride, int64_t N, int64_
   for (int64_t n0 = 0; n0 < N; n0 += 32) {
     const int64_t nn = std::min<int64_t>(32, N - n0);
     int8_pack(weight, w + n0 * stride, stride, nn, K, 0, (nn + 15) / 16, packed);
-    int8_gemm_packed(weight, packed, nn, K, {x.blocks, x.sums, x.rows}, out + n0, ldo, bias ? bias + n0 : nullptr);
+    int8_gemm_packed(weight, packed, nn, K, x, out + n0, ldo, bias ? bias + n0 : nullptr);
   }
 }
 

@@ -9,7 +9,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmoe/simd.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -153,8 +152,6 @@ void DotRows(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int
 // 4-bit blocks of 32 are one AVX-512 vector): straight-line code, even and
 // odd steps into separate sums, each block's sum scaled into one of two
 // accumulators that alternate, so no chain waits on one FMA after another.
-constexpr int64_t kAhead = 2;
-
 template <int NX, int VPB, bool FOUR, class D>
 void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* xs, int64_t ldx, float* out,
                     int64_t ldo) {
@@ -178,8 +175,6 @@ void DotRowsBlocked(D d, const QMatrix& w, int64_t r0, int64_t nr, const float* 
   for (int64_t i = 0; i < nr; ++i) {
     const uint8_t* row = w.data + (r0 + i) * w.row_bytes;
     const float* sc = w.scales + (r0 + i) * blocks;
-    if (r0 + i + kAhead < w.rows)
-      for (int64_t line = 0; line < w.row_bytes; line += 64) hwy::Prefetch(row + kAhead * w.row_bytes + line);
     const auto block = [&](int64_t b, V* acc) HWY_INLINE_LAMBDA {
       const int64_t base = b * bb;
       V s0[NX], s1[NX];
