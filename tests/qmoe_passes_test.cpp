@@ -420,8 +420,10 @@ TEST(QmoePasses, OddShapesAndLargeGroups) {
 }
 
 // The SIMD kernels of every instruction set the build compiled and this CPU
-// runs (AVX-512 and AVX2 kernels differ in their register blocking), on a
-// part of the matrix.
+// runs (AVX-512 and AVX2 kernels differ in their register blocking, and
+// AVX2's 4-bit dot reads words), on a part of the matrix. Block -1 is
+// column-wise with rows of whole 64-column steps, 0 column-wise with rows
+// that end in part of a vector.
 TEST(QmoePasses, EverySimdTargetGivesTheReferenceNumbers) {
   set_num_threads(2);
   uint32_t seed = 900;
@@ -430,11 +432,11 @@ TEST(QmoePasses, EverySimdTargetGivesTheReferenceNumbers) {
     hwy::SetSupportedTargetsForTest(target);
     names += std::string(" ") + hwy::TargetName(target);
     for (int bits : {4, 8})
-      for (int64_t block : {0, 16, 32, 128})
+      for (int64_t block : {-1, 0, 8, 16, 32, 128})
         for (const char* act : {"relu", "swiglu"}) {
           Spec s;
           s.bits = bits;
-          s.block = block;
+          s.block = std::max<int64_t>(block, 0);
           s.act = act;
           if (s.swiglu()) s.limit = 0.6f;
           s.k = 2;
