@@ -18,7 +18,9 @@
 // scale and multiplies in f32); they are within the package's tolerance like
 // the other dot kernels' (tests/qmoe_passes_test.cpp checks every target).
 // Scaling x by 16^-t (at most 2^-24) leaves values above about 1e-31
-// normal; smaller activations lose low bits of a term that rounds away.
+// normal; smaller activations lose low bits of a term that rounds away. An
+// infinite activation gives NaN here (inf minus the midpoint's inf) where
+// ORT gives an infinity; NaN gives NaN in both.
 
 namespace {  // per target
 
