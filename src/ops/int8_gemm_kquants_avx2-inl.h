@@ -100,117 +100,149 @@ void PackK6Panels(const uint8_t* w, int64_t stride, int64_t N, int64_t nsb, int6
   }
 }
 
-// MR activation rows × half `half` of one q4_k (q5_k: kFive) panel, all
-// super-blocks: per sub-block s, acc = fma(float(dot), (d·sc_s)·dx, acc)
-// and mins = fma(dmin·m_s, -(dx·Σx), mins); acc + mins at the end.
-template <int MR, bool kFive>
-HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half, bool stream, const ActBlock* x,
+// MR activation rows × halves [half0, half0 + H) of one q4_k (q5_k: kFive)
+// panel, all super-blocks: per sub-block s, acc = fma(float(dot),
+// (d·sc_s)·dx, acc) and mins = fma(dmin·m_s, -(dx·Σx), mins); acc + mins at
+// the end.
+template <int H, int MR, bool kFive>
+HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool stream, const ActBlock* x,
                            const float* xmins, float* out, int64_t ldo, const float* bias, int64_t lanes) {
   const int64_t nb = nsb * 8;
   const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  __m256 acc[MR], mins[MR];
+  __m256 acc[H][MR], mins[H][MR];
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) acc[m] = mins[m] = _mm256_setzero_ps();
+    for (int m = 0; m < MR; ++m) acc[h][m] = mins[h][m] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     constexpr int kBlock = kFive ? kK5Block : kK4Block;
     const uint8_t* base = panel + sb * kBlock;
     if (stream) PrefetchNext(base, kBlock);
-    const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4D) + kHalf * half);
-    const __m256 dmin = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4Dmin) + kHalf * half);
 #pragma GCC unroll 8
     for (int sub = 0; sub < 8; ++sub) {
-      __m256i k[8];
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        const int half = half0 + h;
+        __m256i k[8];
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i r =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * (sub / 2) + g) + 32 * half));
-        k[g] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(r, 4) : r, low);
-        if constexpr (kFive) {  // bit `sub` of qh to bit 4 of each code
-          const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK5Qh + 64 * g + 32 * half));
-          k[g] = _mm256_or_si256(
-              k[g], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one), 4));
+        for (int g = 0; g < 8; ++g) {
+          const __m256i r =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * (sub / 2) + g) + 32 * half));
+          k[g] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(r, 4) : r, low);
+          if constexpr (kFive) {  // bit `sub` of qh to bit 4 of each code
+            const __m256i qh =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK5Qh + 64 * g + 32 * half));
+            k[g] = _mm256_or_si256(
+                k[g], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one), 4));
+          }
         }
-      }
-      const __m256 ds = _mm256_mul_ps(d, LoadBytesAsFloat(base + kK4Scales + kLanes * sub + kHalf * half, false));
-      const __m256 dm = _mm256_mul_ps(dmin, LoadBytesAsFloat(base + kK4Mins + kLanes * sub + kHalf * half, false));
+        const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4D) + kHalf * half);
+        const __m256 dmin = _mm256_load_ps(reinterpret_cast<const float*>(base + kK4Dmin) + kHalf * half);
+        const __m256 ds = _mm256_mul_ps(d, LoadBytesAsFloat(base + kK4Scales + kLanes * sub + kHalf * half, false));
+        const __m256 dm =
+            _mm256_mul_ps(dmin, LoadBytesAsFloat(base + kK4Mins + kLanes * sub + kHalf * half, false));
 #pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) {
-        const ActBlock& xb = x[m * nb + sb * 8 + sub];
-        const __m256i dot = DotCodes<8, kFive ? 31 : 15>(k, xb.qs);
-        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ds, _mm256_set1_ps(xb.d)), acc[m]);
-        mins[m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(xmins[m * nb + sb * 8 + sub]), mins[m]);
+        for (int m = 0; m < MR; ++m) {
+          const ActBlock& xb = x[m * nb + sb * 8 + sub];
+          const __m256i dot = DotCodes<8, kFive ? 31 : 15>(k, xb.qs);
+          acc[h][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(ds, _mm256_set1_ps(xb.d)), acc[h][m]);
+          mins[h][m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(xmins[m * nb + sb * 8 + sub]), mins[h][m]);
+        }
       }
     }
   }
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) acc[m] = _mm256_add_ps(acc[m], mins[m]);
-  StoreHalf<MR>(acc, half, out, ldo, bias, lanes);
+    for (int m = 0; m < MR; ++m) acc[h][m] = _mm256_add_ps(acc[h][m], mins[h][m]);
+    StoreHalf<MR>(acc[h], half0 + h, out, ldo, bias, lanes);
+  }
 }
 
-// MR activation rows × half `half` of one q6_k panel: per sub-block s of 16
-// values, the dot of (q - 32) with x, then even/odd = fma(float(dot),
-// (d·sc_s)·dx, even/odd) for s even/odd; even + odd at the end. `halfsums`
-// holds 32 × the sums of values 0..15 and 16..31 of every x block.
-template <int MR>
-HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half, bool stream, const ActBlock* x,
+// MR activation rows × halves [half0, half0 + H) of one q6_k panel: per
+// sub-block s of 16 values, the dot of (q - 32) with x, then even/odd =
+// fma(float(dot), (d·sc_s)·dx, even/odd) for s even/odd; even + odd at the
+// end. `halfsums` holds 32 × the sums of values 0..15 and 16..31 of every x
+// block.
+template <int H, int MR>
+HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool stream, const ActBlock* x,
                            const int32_t* halfsums, float* out, int64_t ldo, const float* bias, int64_t lanes) {
   const int64_t nb = nsb * 8;
   const __m256i low = _mm256_set1_epi8(0x0f), high = _mm256_set1_epi8(0x30);
-  __m256 even[MR], odd[MR];
+  __m256 even[H][MR], odd[H][MR];
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) even[m] = odd[m] = _mm256_setzero_ps();
+    for (int m = 0; m < MR; ++m) even[h][m] = odd[h][m] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* base = panel + sb * kK6Block;
     if (stream) PrefetchNext(base, kK6Block);
-    const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK6D) + kHalf * half);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {  // block j: half h = j / 4, quarter q = j % 4
-      const int h = j / 4, q = j % 4, c = 2 * h + q % 2;
-      __m256i k[8];
+      const int hq = j / 4, q = j % 4, c = 2 * hq + q % 2;
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        const int half = half0 + h;
+        __m256i k[8];
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * c + g) + 32 * half));
-        const __m256i b =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK6Qh + 64 * (8 * h + g) + 32 * half));
-        const __m256i nib = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l, 4) : l, low);
-        // bits 2q, 2q + 1 of qh to bits 4, 5 (a 16-bit shift; the mask keeps each byte's own)
-        const __m256i moved = q == 0   ? _mm256_slli_epi16(b, 4)
-                              : q == 1 ? _mm256_slli_epi16(b, 2)
-                              : q == 2 ? b
-                                       : _mm256_srli_epi16(b, 2);
-        k[g] = _mm256_or_si256(nib, _mm256_and_si256(moved, high));
-      }
-      const __m256 da =
-          _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j) + kHalf * half, true));
-      const __m256 db =
-          _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j + 1) + kHalf * half, true));
+        for (int g = 0; g < 8; ++g) {
+          const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * c + g) + 32 * half));
+          const __m256i b =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK6Qh + 64 * (8 * hq + g) + 32 * half));
+          const __m256i nib = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l, 4) : l, low);
+          // bits 2q, 2q + 1 of qh to bits 4, 5 (a 16-bit shift; the mask keeps each byte's own)
+          const __m256i moved = q == 0   ? _mm256_slli_epi16(b, 4)
+                                : q == 1 ? _mm256_slli_epi16(b, 2)
+                                : q == 2 ? b
+                                         : _mm256_srli_epi16(b, 2);
+          k[g] = _mm256_or_si256(nib, _mm256_and_si256(moved, high));
+        }
+        const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK6D) + kHalf * half);
+        const __m256 da =
+            _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j) + kHalf * half, true));
+        const __m256 db =
+            _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j + 1) + kHalf * half, true));
 #pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) {
-        const ActBlock& xb = x[m * nb + sb * 8 + j];
-        const int32_t* hs = halfsums + 2 * (m * nb + sb * 8 + j);
-        const __m256i dot_a = _mm256_sub_epi32(DotCodes<4, 63>(k, xb.qs), _mm256_set1_epi32(hs[0]));
-        const __m256i dot_b = _mm256_sub_epi32(DotCodes<4, 63>(k + 4, xb.qs + 16), _mm256_set1_epi32(hs[1]));
-        const __m256 dx = _mm256_set1_ps(xb.d);
-        even[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_a), _mm256_mul_ps(da, dx), even[m]);
-        odd[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_b), _mm256_mul_ps(db, dx), odd[m]);
+        for (int m = 0; m < MR; ++m) {
+          const ActBlock& xb = x[m * nb + sb * 8 + j];
+          const int32_t* hs = halfsums + 2 * (m * nb + sb * 8 + j);
+          const __m256i dot_a = _mm256_sub_epi32(DotCodes<4, 63>(k, xb.qs), _mm256_set1_epi32(hs[0]));
+          const __m256i dot_b = _mm256_sub_epi32(DotCodes<4, 63>(k + 4, xb.qs + 16), _mm256_set1_epi32(hs[1]));
+          const __m256 dx = _mm256_set1_ps(xb.d);
+          even[h][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_a), _mm256_mul_ps(da, dx), even[h][m]);
+          odd[h][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_b), _mm256_mul_ps(db, dx), odd[h][m]);
+        }
       }
     }
   }
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) even[m] = _mm256_add_ps(even[m], odd[m]);
-  StoreHalf<MR>(even, half, out, ldo, bias, lanes);
+    for (int m = 0; m < MR; ++m) even[h][m] = _mm256_add_ps(even[h][m], odd[h][m]);
+    StoreHalf<MR>(even[h], half0 + h, out, ldo, bias, lanes);
+  }
 }
 
-// tile(mr, panel, half, stream, m, n0, lanes) for each tile of MR of the M
-// activation rows over each half of each 16-row panel of N; `stream` is true
-// for the first pass over a panel, which reads it from memory.
+// tile(halves, mr, panel, half, stream, m, n0, lanes) over each 16-row
+// panel of N: up to 2 activation rows take both halves in one pass (as
+// PanelRowsProduct does, so the panel streams in while both halves' sums
+// are worked, instead of the second pass leaving memory idle); more go in
+// tiles of MR rows over each half, `stream` true for the first pass over a
+// panel, which reads it from memory.
 template <class Tile>
 void ForEachHalfTile(const uint8_t* packed, int64_t panel, int64_t N, int64_t M, Tile&& tile) {
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
   for (int64_t n0 = 0; n0 < N; n0 += kLanes) {
     const uint8_t* p = packed + n0 / kLanes * panel;
     const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
+    if (M <= 2) {
+      if (M == 2) tile(Two(), Two(), p, 0, true, 0, n0, lanes);
+      else tile(Two(), One(), p, 0, true, 0, n0, lanes);
+      continue;
+    }
     for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
-      for_row_tiles(M, [&](auto mr, int64_t m) { tile(mr, p, half, half == 0 && m == 0, m, n0, lanes); });
+      for_row_tiles(M, [&](auto mr, int64_t m) { tile(One(), mr, p, half, half == 0 && m == 0, m, n0, lanes); });
   }
 }
 
@@ -220,9 +252,11 @@ void GemmK4Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
   const int64_t nsb = K / 256, nb = K / 32;
   const float* xmins = int8_k4_mins(x, sums, M * nb);  // once a call
   ForEachHalfTile(packed, int8_panel_stride(kFive ? DType::Q5_K : DType::Q4_K, K), N, M,
-                  [&](auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0, int64_t lanes) {
-                    K4HalfTile<decltype(mr)::value, kFive>(p, nsb, half, stream, x + m * nb, xmins + m * nb,
-                                                            out + n0 + m * ldo, ldo, bias ? bias + n0 : nullptr, lanes);
+                  [&](auto halves, auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0,
+                      int64_t lanes) {
+                    K4HalfTile<decltype(halves)::value, decltype(mr)::value, kFive>(
+                        p, nsb, half, stream, x + m * nb, xmins + m * nb, out + n0 + m * ldo, ldo,
+                        bias ? bias + n0 : nullptr, lanes);
                   });
 }
 
@@ -231,8 +265,10 @@ void GemmK6Panels(const uint8_t* packed, int64_t N, int64_t K, const ActBlock* x
   const int64_t nsb = K / 256, nb = K / 32;
   const int32_t* halves = int8_k6_half_sums(x, M * nb);  // once a call
   ForEachHalfTile(packed, int8_panel_stride(DType::Q6_K, K), N, M,
-                  [&](auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0, int64_t lanes) {
-                    K6HalfTile<decltype(mr)::value>(p, nsb, half, stream, x + m * nb, halves + 2 * m * nb,
-                                                    out + n0 + m * ldo, ldo, bias ? bias + n0 : nullptr, lanes);
+                  [&](auto count, auto mr, const uint8_t* p, int half, bool stream, int64_t m, int64_t n0,
+                      int64_t lanes) {
+                    K6HalfTile<decltype(count)::value, decltype(mr)::value>(
+                        p, nsb, half, stream, x + m * nb, halves + 2 * m * nb, out + n0 + m * ldo, ldo,
+                        bias ? bias + n0 : nullptr, lanes);
                   });
 }
