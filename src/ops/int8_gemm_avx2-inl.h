@@ -125,11 +125,22 @@ HWY_INLINE void StoreHalf(const __m256* acc, int half, float* out, int64_t ldo, 
   }
 }
 
+// Block b of the panel at `panel` (its bytes and, every other block, the
+// line of f16 scales) asked into the caches: a pass over one panel that
+// comes after its first, which left the memory idle, fetches the next.
+HWY_INLINE void FetchLines(const uint8_t* p, int64_t bytes) {
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+}
+HWY_INLINE void FetchBlock(const uint8_t* panel, int64_t b, int64_t nb, int64_t block) {
+  FetchLines(panel + b * block, block);
+  if (b % 2 == 0) FetchLines(panel + nb * block + b * kLanes * 2, 64);
+}
+
 // MR activation rows against halves [half0, half0 + H) of one panel, all nb
 // blocks; writes the first `lanes` of those rows' outputs (plus bias).
 template <int H, int MR, bool kNibbles>
 HWY_INLINE void HalfTile(const uint8_t* panel, int64_t nb, int half0, const ActBlock* x, const int32_t* sums,
-                         float* out, int64_t ldo, const float* bias, int64_t lanes) {
+                         float* out, int64_t ldo, const float* bias, int64_t lanes, const uint8_t* fetch = nullptr) {
   const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock;
   const auto* scales = reinterpret_cast<const uint16_t*>(panel + nb * block);
   __m256 acc[H][MR];
@@ -137,8 +148,10 @@ HWY_INLINE void HalfTile(const uint8_t* panel, int64_t nb, int half0, const ActB
   for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) acc[h][m] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b)
+  for (int64_t b = 0; b < nb; ++b) {
+    if (fetch) FetchBlock(fetch, b, nb, block);
     AccumulateBlock<H, MR, kNibbles>(panel + b * block, scales + b * kLanes, half0, x + b, nb, sums + b, nb, acc);
+  }
 #pragma GCC unroll 2
   for (int h = 0; h < H; ++h) StoreHalf<MR>(acc[h], half0 + h, out, ldo, bias, lanes);
 }
@@ -150,8 +163,8 @@ HWY_INLINE void HalfTile(const uint8_t* panel, int64_t nb, int half0, const ActB
 // memory, measured the same in ops_bench; pairs of rows over both halves
 // were slower for prefills, 55 against 100 GMAC/s.)
 template <bool kNibbles>
-void PanelRowsProduct(const uint8_t* panel, int64_t nb, const ActBlock* x, const int32_t* sums, int64_t M,
-                      float* out, int64_t ldo, const float* bias, int64_t lanes) {
+void PanelRowsProduct(const uint8_t* panel, const uint8_t* next, int64_t nb, const ActBlock* x, const int32_t* sums,
+                      int64_t M, float* out, int64_t ldo, const float* bias, int64_t lanes) {
   if (M <= 2) {
     if (M == 2)
       HalfTile<2, 2, kNibbles>(panel, nb, 0, x, sums, out, ldo, bias, lanes);
@@ -159,10 +172,13 @@ void PanelRowsProduct(const uint8_t* panel, int64_t nb, const ActBlock* x, const
       HalfTile<2, 1, kNibbles>(panel, nb, 0, x, sums, out, ldo, bias, lanes);
     return;
   }
+  // The first pass reads the panel from memory; the second (the second
+  // tile of a half, or the other half) fetches the next panel meanwhile.
+  int pass = 0;
   for (int half = 0; half < 2 && kHalf * half < lanes; ++half)
     for_row_tiles(M, [&](auto mr, int64_t m) {
       HalfTile<1, decltype(mr)::value, kNibbles>(panel, nb, half, x + m * nb, sums + m * nb, out + m * ldo, ldo, bias,
-                                                  lanes);
+                                                  lanes, pass++ == 1 ? next : nullptr);
     });
 }
 
@@ -258,8 +274,9 @@ void Int8GemmPacked(DType t, const uint8_t* packed, int64_t N, int64_t K, const 
     const uint8_t* base = packed + n0 / kLanes * panel;
     const float* bn = bias ? bias + n0 : nullptr;
     const int64_t lanes = std::min<int64_t>(kLanes, N - n0);
-    (t == DType::Q8_0 ? PanelRowsProduct<false> : PanelRowsProduct<true>)(base, nb, x, sums, M, out + n0, ldo, bn,
-                                                                          lanes);
+    const uint8_t* next = n0 + kLanes < N ? base + panel : nullptr;
+    (t == DType::Q8_0 ? PanelRowsProduct<false> : PanelRowsProduct<true>)(base, next, nb, x, sums, M, out + n0, ldo,
+                                                                          bn, lanes);
   }
 }
 

@@ -39,10 +39,7 @@ HWY_INLINE __m256i DotCodes(const __m256i* k, const int8_t* xq) {
 // where the hardware prefetchers alone fall behind the k-quants' longer
 // arithmetic: each super-block asks for the next one (the VNNI kernels do
 // the same).
-HWY_INLINE void PrefetchNext(const uint8_t* base, int block) {
-  const char* next = reinterpret_cast<const char*>(base + block);
-  for (int l = 0; l < block; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
-}
+HWY_INLINE void PrefetchNext(const uint8_t* base, int block) { FetchLines(base + block, block); }
 
 HWY_INLINE __m256 LoadBytesAsFloat(const uint8_t* p, bool is_signed) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
