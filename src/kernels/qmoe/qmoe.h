@@ -128,7 +128,10 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
 // (every expert of a layer shares it), in prepared_x_size(w) floats: for 4
 // bits its even columns then its odd ones (the low and high nibbles of a
 // byte meet them side by side), or on AVX2 the word layout of
-// gemv_avx2-inl.h; for 8 bits a plain copy.
+// gemv_avx2-inl.h; for 8 bits a plain copy. The layout is the SIMD target's,
+// so x must be prepared and multiplied under one target (Highway keeps one a
+// process; only a test that forces another between the calls could split
+// them).
 int64_t prepared_x_size(const QMatrix& w);
 void prepare_x(const QMatrix& w, const float* x, float* out);
 // out[m * ldo + i] = W[r0 + i] · x_m for i < nr and m < nx (nx <= 4), where
