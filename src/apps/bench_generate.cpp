@@ -270,6 +270,10 @@ int bench_generate(const BenchGenerateOptions& o) {
                 ref["decode_tps"].get<double>());
     std::printf("%-28s %14.2f %14.2f\n", "ratio bonfire / llama.cpp", prefill_tps / ref["prefill_tps"].get<double>(),
                 decode_tps / ref["decode_tps"].get<double>());
+    if (o.network)
+      std::printf("%-28s %14.2f %14.2f\n", "ratio via serve / llama.cpp",
+                  network.prefill_tps / ref["prefill_tps"].get<double>(),
+                  network.decode_tps / ref["decode_tps"].get<double>());
   } else {
     std::printf("llama.cpp: %s\n", ref.value("error", std::string("?")).c_str());
   }
