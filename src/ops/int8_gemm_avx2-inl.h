@@ -111,26 +111,41 @@ HWY_INLINE void AccumulateBlock(const uint8_t* block, const uint16_t* scales, in
   }
 }
 
-// Writes MR rows' outputs of a panel's half (its lanes below `lanes`), plus
-// bias; out and bias are at the panel's first row.
-template <int MR>
-HWY_INLINE void StoreHalf(const __m256* acc, int half, float* out, int64_t ldo, const float* bias, int64_t lanes) {
-  const int64_t first = kHalf * half, n = std::min<int64_t>(kHalf, lanes - first);
+// Sums of MR activation rows over H halves of a panel, all zero.
+template <int H, int MR>
+HWY_INLINE void ZeroSums(__m256 (*sums)[MR]) {
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h)
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
-    alignas(32) float v[kHalf];
-    _mm256_store_ps(v, acc[m]);
-    float* o = out + m * ldo + first;
-    for (int64_t i = 0; i < n; ++i) o[i] = bias ? v[i] + bias[first + i] : v[i];
+    for (int m = 0; m < MR; ++m) sums[h][m] = _mm256_setzero_ps();
+}
+
+// Writes MR rows' outputs of halves [half0, half0 + H) of a panel (their
+// lanes below `lanes`): acc (+ more, a second set of sums, when given) +
+// bias; out and bias are at the panel's first row.
+template <int H, int MR>
+HWY_INLINE void StoreHalves(const __m256 (*acc)[MR], int half0, float* out, int64_t ldo, const float* bias,
+                            int64_t lanes, const __m256 (*more)[MR] = nullptr) {
+#pragma GCC unroll 2
+  for (int h = 0; h < H; ++h) {
+    const int64_t first = kHalf * (half0 + h), n = std::min<int64_t>(kHalf, lanes - first);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      alignas(32) float v[kHalf];
+      _mm256_store_ps(v, more ? _mm256_add_ps(acc[h][m], more[h][m]) : acc[h][m]);
+      float* o = out + m * ldo + first;
+      for (int64_t i = 0; i < n; ++i) o[i] = bias ? v[i] + bias[first + i] : v[i];
+    }
   }
+}
+
+HWY_INLINE void FetchLines(const uint8_t* p, int64_t bytes) {
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
 }
 
 // Block b of the panel at `panel` (its bytes and, every other block, the
 // line of f16 scales) asked into the caches: a pass over one panel that
 // comes after its first, which left the memory idle, fetches the next.
-HWY_INLINE void FetchLines(const uint8_t* p, int64_t bytes) {
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-}
 HWY_INLINE void FetchBlock(const uint8_t* panel, int64_t b, int64_t nb, int64_t block) {
   FetchLines(panel + b * block, block);
   if (b % 2 == 0) FetchLines(panel + nb * block + b * kLanes * 2, 64);
@@ -144,16 +159,12 @@ HWY_INLINE void HalfTile(const uint8_t* panel, int64_t nb, int half0, const ActB
   const int64_t block = kNibbles ? kNibbleBlock : kPanelBlock;
   const auto* scales = reinterpret_cast<const uint16_t*>(panel + nb * block);
   __m256 acc[H][MR];
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h)
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) acc[h][m] = _mm256_setzero_ps();
+  ZeroSums<H, MR>(acc);
   for (int64_t b = 0; b < nb; ++b) {
     if (fetch) FetchBlock(fetch, b, nb, block);
     AccumulateBlock<H, MR, kNibbles>(panel + b * block, scales + b * kLanes, half0, x + b, nb, sums + b, nb, acc);
   }
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h) StoreHalf<MR>(acc[h], half0 + h, out, ldo, bias, lanes);
+  StoreHalves<H, MR>(acc, half0, out, ldo, bias, lanes);
 }
 
 // All M rows against one panel. Up to 2 rows take both halves at once (each

@@ -107,10 +107,8 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
   const int64_t nb = nsb * 8;
   const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
   __m256 acc[H][MR], mins[H][MR];
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h)
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) acc[h][m] = mins[h][m] = _mm256_setzero_ps();
+  ZeroSums<H, MR>(acc);
+  ZeroSums<H, MR>(mins);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     constexpr int kBlock = kFive ? kK5Block : kK4Block;
     const uint8_t* base = panel + sb * kBlock;
@@ -148,12 +146,7 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
       }
     }
   }
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) acc[h][m] = _mm256_add_ps(acc[h][m], mins[h][m]);
-    StoreHalf<MR>(acc[h], half0 + h, out, ldo, bias, lanes);
-  }
+  StoreHalves<H, MR>(acc, half0, out, ldo, bias, lanes, mins);
 }
 
 // MR activation rows × halves [half0, half0 + H) of one q6_k panel: per
@@ -167,10 +160,8 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
   const int64_t nb = nsb * 8;
   const __m256i low = _mm256_set1_epi8(0x0f), high = _mm256_set1_epi8(0x30);
   __m256 even[H][MR], odd[H][MR];
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h)
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) even[h][m] = odd[h][m] = _mm256_setzero_ps();
+  ZeroSums<H, MR>(even);
+  ZeroSums<H, MR>(odd);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* base = panel + sb * kK6Block;
     if (stream) PrefetchNext(base, kK6Block);
@@ -212,12 +203,7 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
       }
     }
   }
-#pragma GCC unroll 2
-  for (int h = 0; h < H; ++h) {
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) even[h][m] = _mm256_add_ps(even[h][m], odd[h][m]);
-    StoreHalf<MR>(even[h], half0 + h, out, ldo, bias, lanes);
-  }
+  StoreHalves<H, MR>(even, half0, out, ldo, bias, lanes, odd);
 }
 
 // tile(halves, mr, panel, half, stream, m, n0, lanes) over each 16-row

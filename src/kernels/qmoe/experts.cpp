@@ -34,7 +34,7 @@ void run_groups(const Problem& p, Layer layer, const std::vector<SlotGroup>& gro
   // Each group's activations, gathered once: prepared for the dot kernel, or
   // as stored for the tile GEMM, ldx floats apart.
   const QMatrix shape = fc1 ? p.fc1_of(0) : p.fc2_of(0);  // every expert's
-  const int64_t ldx = std::max(cols, prepared_x_size(shape));
+  const int64_t ldx = prepared_x_size(shape);  // at least cols
   std::vector<int64_t> first(groups.size() + 1, 0);
   std::vector<char> gemm(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -41,7 +41,7 @@ void PrepareWords(const QMatrix& w, const float* x, float* out) {
   const int64_t cols = w.cols, block_cols = cols / w.scale_blocks;
   for (int64_t c = 0; c < cols; c += kWordCols)
     for (int t = 0; t < 8; ++t) {
-      const float unit = t < 7 ? std::ldexp(1.0f, -4 * t) : 1.0f;
+      const float unit = t < 7 ? 1.0f / static_cast<float>(1 << (4 * t)) : 1.0f;  // 16^-t, exact
       for (int i = 0; i < 8; ++i) out[c + 8 * t + i] = x[c + 8 * i + t] * unit;
     }
   for (int64_t b = 0; b < w.scale_blocks; ++b) {

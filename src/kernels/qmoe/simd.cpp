@@ -12,12 +12,11 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/qmoe/qmoe.h"
+#include "ops/row_tiles.h"  // for_row_tiles: the tile kernels' last rows
 
 // A lambda the compiler must inline (its arrays of vectors then stay in
 // registers).
@@ -418,16 +417,6 @@ void GemmNT(const float* A, int64_t M, int64_t lda, const float* B, int64_t R, i
 // outer-product kernel (PackedTileGemm, one file per target); elsewhere, and
 // for tiles that kernel does not take, the tile is dequantized row by row
 // and multiplied in dot form (GemmNT).
-// f(std::integral_constant<int, mr>()) for a run-time 1 <= mr <= MR: a kernel
-// whose row count is a template parameter, for the last rows of a tile.
-template <int MR, class F>
-HWY_INLINE void WithRowCount(int mr, F&& f) {
-  if constexpr (MR > 1) {
-    if (mr < MR) return WithRowCount<MR - 1>(mr, f);
-  }
-  f(std::integral_constant<int, MR>());
-}
-
 #if HWY_TARGET <= HWY_AVX3
 #include "kernels/qmoe/tile_gemm_avx3-inl.h"
 #elif HWY_TARGET == HWY_AVX2

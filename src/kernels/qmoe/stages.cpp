@@ -101,8 +101,9 @@ void fc1_split(PassArgs& a) {
   const int64_t tiles = (rows + kSplitTile - 1) / kSplitTile;
   // Items: (token, tile of FC1 rows); each dots its token's slots alone.
   const QMatrix shape = p.fc1_of(0);  // every expert's
+  const int64_t ldx = prepared_x_size(shape);
   parallel_for(p.token_count * tiles, grain_for(K * kSplitTile * H), [&](int64_t i0, int64_t i1) {
-    std::vector<float> x(prepared_x_size(shape)), out(kSplitTile);
+    std::vector<float> x(ldx), out(kSplitTile);
     int64_t prepared = -1;
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t lt = it / tiles, r0 = (it % tiles) * kSplitTile, nr = std::min(kSplitTile, rows - r0);
@@ -111,7 +112,7 @@ void fc1_split(PassArgs& a) {
       for (int64_t j = 0; j < K; ++j) {
         const uint32_t e = b.expert[t * K + j];
         if (e == kNoExpert) continue;
-        qgemv(p.fc1_of(e), r0, nr, x.data(), (int64_t)x.size(), 1, out.data(), nr);
+        qgemv(p.fc1_of(e), r0, nr, x.data(), ldx, 1, out.data(), nr);
         activate(p, out.data(), r0, nr, b.hidden + (lt * K + j) * p.inter);
       }
     }

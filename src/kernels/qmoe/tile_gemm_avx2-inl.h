@@ -111,12 +111,11 @@ bool PackedTileGemm(const QMatrix& w, int64_t r0, int64_t R, const float* A, int
     const char* ahead = reinterpret_cast<const char*>(w.data + next * w.row_bytes);
     const int64_t lines = (next_end - next) * w.row_bytes / 64, parts = (M + kPackedMR - 1) / kPackedMR;
     int64_t line = 0;
-    for (int64_t m = 0, part = 1; m < M; m += kPackedMR, ++part) {
+    simd::for_row_tiles<kPackedMR>(M, [&](auto mr, int64_t m) {
+      const int64_t part = m / kPackedMR + 1;  // this tile's share of the lines, spread over the tiles
       for (const int64_t end = lines * part / parts; line < end; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
-      WithRowCount<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), [&](auto mr) {
-        PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc + s, ldc);
-      });
-    }
+      PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc + s, ldc);
+    });
   }
   return true;
 }

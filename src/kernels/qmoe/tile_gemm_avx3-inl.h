@@ -121,9 +121,8 @@ bool PackedTileGemm(const QMatrix& w, int64_t r0, int64_t R, const float* A, int
   packed.resize(K * kTileCols);
   if (w.bits == 4) DequantPack<true>(w, r0, packed.data());
   else DequantPack<false>(w, r0, packed.data());
-  for (int64_t m = 0; m < M; m += kPackedMR)
-    WithRowCount<kPackedMR>((int)std::min<int64_t>(kPackedMR, M - m), [&](auto mr) {
-      PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc);
-    });
+  simd::for_row_tiles<kPackedMR>(M, [&](auto mr, int64_t m) {
+    PackedRows<decltype(mr)::value>(A + m * lda, lda, packed.data(), K, C + m * ldc, ldc);
+  });
   return true;
 }
