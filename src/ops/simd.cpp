@@ -4,6 +4,7 @@
 #define HWY_TARGET_INCLUDE "ops/simd.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "ops/simd.h"
@@ -365,7 +366,11 @@ void Sigmoid(const float* x, float* out, int64_t n, float alpha, bool times_x) {
   }
 }
 
-// f16/bf16 rows: widen a vector at a time.
+// f16/bf16 rows: widen a vector at a time. A decode step streams the
+// rows from memory, and the hardware's prefetch alone kept this at 0.82-0.89
+// of a plain read's speed on Zen 3; asking for the bytes 1 KiB ahead (the
+// next row near a row's end) took 4-6% off in 4 of 5 paired runs.
+constexpr int64_t kDotAheadBytes = 1024;
 template <typename T>
 float DotHalf(const T* w, const float* x, int64_t n) {
   const hn::ScalableTag<float> d;
@@ -375,6 +380,8 @@ float DotHalf(const T* w, const float* x, int64_t n) {
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   int64_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
+    const char* ahead = reinterpret_cast<const char*>(w + i) + kDotAheadBytes;
+    for (size_t l = 0; l < 4 * N * sizeof(T); l += 64) hwy::Prefetch(ahead + l);
     s0 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i)), hn::LoadU(d, x + i), s0);
     s1 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i + N)), hn::LoadU(d, x + i + N), s1);
     s2 = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + i + 2 * N)), hn::LoadU(d, x + i + 2 * N), s2);
