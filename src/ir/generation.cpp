@@ -96,7 +96,8 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   std::unique_ptr<LocalModel> m(new LocalModel());
   m->files_ = ModelFiles::open(path);
   m->config_ = m->files_->config();
-  const bool warmed = m->files_->warm();
+  m->compute_ = options.compute;
+  const bool warmed = options.compute && m->files_->warm();
   m->weights_ = m->files_->weights();
   // The first step should cost what later ones do (issue 14): no page
   // faults on the weights, so they are mapped in now.
@@ -197,7 +198,13 @@ TextModel LocalModel::text_model() const {
   return TextModel{&tokenizer(), eos_, ctx_, ir_["model"]["vocab"].get<int64_t>()};
 }
 
+void LocalModel::require_compute() const {
+  if (!compute_)
+    throw Error(ErrorCode::Internal, "this model was opened for lowering only (its weights were not loaded to run)");
+}
+
 GenerateResult LocalModel::generate(const GenerateRequest& req, const TokenCallback& on_token) {
+  require_compute();
   Session session;
   const Call* decode = nullptr;
   std::vector<float> prompt_logits;
@@ -286,6 +293,7 @@ GenerateResult generate_loop(const TextModel& model, const GenerateRequest& req,
 }
 
 std::vector<float> LocalModel::all_logits(const std::vector<int32_t>& tokens) {
+  require_compute();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || n > ctx_)
     throw Error(ErrorCode::TooLarge, std::to_string(n) + " tokens do not fit the context of " + std::to_string(ctx_));

@@ -89,6 +89,13 @@ class LocalModel {
     // One throwaway short generation at load when the weights were mapped
     // in (warm_up below), so the first real call costs what later ones do.
     bool warm_up = true;
+    // false: for lowering only (a coordinator, which sends the steps to
+    // workers): the IR, the tokenizer and the weights' shapes. The weight
+    // files are mapped but not read: nothing is repacked or paged in, there
+    // is no warm-up, and generate() and all_logits() refuse. Otherwise
+    // `bonfire serve` would hold every weight twice, its own worker's copy
+    // and this one.
+    bool compute = true;
   };
   // Opens the files, checks the IR (schema and rules) against the weights.
   // Throws Error naming what is wrong.
@@ -107,6 +114,7 @@ class LocalModel {
 
   // Prompts longer than the context (minus one position to generate) are
   // refused with too_large; max_tokens is cut to what the context holds.
+  // Both calls below throw Internal on a model opened with compute = false.
   GenerateResult generate(const GenerateRequest& request, const TokenCallback& on_token = nullptr);
 
   // Logits of every position of `tokens` ([T, vocab], row-major), one
@@ -120,6 +128,7 @@ class LocalModel {
   // (under some hypervisors a fresh page's first touch costs microseconds,
   // and a step allocates megabytes). Failures are left to the real call.
   void warm_up();
+  void require_compute() const;
   // The parsed graph for a step, lowered on first use.
   const Call& step(const std::string& mode, int64_t tokens, const SamplingParams* sampling, bool logits,
                    bool all_logits);
@@ -135,6 +144,7 @@ class LocalModel {
   std::vector<int32_t> eos_;
   Limits limits_;
   std::map<std::string, Call> steps_;
+  bool compute_ = true;
 };
 
 // The IR document for the model at `path`: its own bonfire.ir.json when the

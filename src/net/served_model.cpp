@@ -29,6 +29,7 @@ std::unique_ptr<ServedModel> ServedModel::open(const std::string& path, const Se
   m->fingerprint_ = fingerprint_model(path);
   ir::LocalModel::Options lo;
   lo.ctx = options.ctx;
+  lo.compute = false;  // the workers run the steps; this copy lowers them
   m->local_ = ir::LocalModel::open(path, lo);
   m->n_layers_ = m->local_->ir()["model"]["n_layers"].get<int64_t>();
   try {

@@ -1,0 +1,73 @@
+// The coordinator's copy of a model (net/served_model.h) lowers the steps
+// its workers run; it must not hold the weights a second time. Before this
+// test, `bonfire serve` with its own worker repacked and paged in every
+// weight twice (2.4 GB anonymous memory for the 1.1B q8_0 bench model
+// instead of 1.3) and ran a throwaway generation on the coordinator.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "ir/generation.h"
+#include "ir/lower.h"
+#include "net/served_model.h"
+#include "ops/int8_gemm.h"
+#include "test_models.h"
+
+namespace bonfire {
+namespace {
+
+int repacked_count(const WeightStore& w) {
+  int n = 0;
+  for (const std::string& name : w.names()) n += w.find(name)->repacked != nullptr;
+  return n;
+}
+
+nlohmann::json lowered(const ir::LocalModel& m, const std::string& mode, int64_t tokens) {
+  ir::LowerOptions o;
+  o.mode = mode;
+  o.tokens = tokens;
+  o.ctx = m.ctx();
+  return ir::lower(m.ir(), o, &m.weights());
+}
+
+TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
+  const auto dir = testing::test_model("llama", "f32,q8_0");
+  ASSERT_FALSE(dir.empty()) << "scripts/write_test_model.py failed";
+  const std::string file = (dir / "model-q8_0.gguf").string();
+
+  ir::LocalModel::Options run_options;
+  run_options.ctx = 64;
+  const auto runner = ir::LocalModel::open(file, run_options);
+  ir::LocalModel::Options lower_options = run_options;
+  lower_options.compute = false;
+  const auto lowering = ir::LocalModel::open(file, lower_options);
+
+  // The runner's q8_0 matrices get panels where the CPU has the int8 tiles;
+  // the lowering-only copy has none, whatever the CPU.
+  if (simd::int8_gemm_available(DType::Q8_0, 32)) EXPECT_GT(repacked_count(runner->weights()), 0);
+  EXPECT_EQ(repacked_count(lowering->weights()), 0);
+
+  // The same graphs, so workers run what they would have run before.
+  for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})
+    EXPECT_EQ(lowered(*lowering, mode, tokens), lowered(*runner, mode, tokens)) << mode;
+
+  ir::GenerateRequest r;
+  r.prompt = {1, 2, 3};
+  r.max_tokens = 2;
+  try {
+    lowering->generate(r);
+    ADD_FAILURE() << "a lowering-only model generated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lowering only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(lowering->all_logits({1, 2, 3}), Error);
+  EXPECT_EQ(runner->generate(r).tokens.size(), 2u);
+
+  net::ServeModelOptions so;
+  so.ctx = 64;
+  const auto served = net::ServedModel::open(file, so);
+  EXPECT_EQ(repacked_count(served->local().weights()), 0);
+  EXPECT_GT(served->total_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace bonfire
