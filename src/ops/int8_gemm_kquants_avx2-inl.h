@@ -24,8 +24,9 @@ constexpr int kGroupsIn16(int max_code) { return 32767 / (2 * max_code * 128); }
 // is row m's block. Each group of x is broadcast once and meets every
 // half's codes as they are made; unpacking a block's 8 code registers
 // before the products kept 16 registers live, and the spills were a quarter
-// of a q6_k tile's instructions (one row took twice q4_k's time; 1.2-1.4x
-// faster this way).
+// of a q6_k tile's instructions (one row took twice q4_k's time). In L2,
+// this way, a q6_k row of [1024, 2048] took 72-75 µs instead of 87-89, and
+// 8 rows 1.26-1.31x less time; q4_k measured the same or faster.
 template <int G, int kMaxCode, int H, int MR, class Code>
 HWY_INLINE void DotGroups(const Code& code, const int8_t* const* xq, int g0, __m256i (*total)[MR]) {
   constexpr int kRun = kGroupsIn16(kMaxCode);
@@ -56,13 +57,15 @@ HWY_INLINE void DotGroups(const Code& code, const int8_t* const* xq, int g0, __m
 
 // The first pass over a panel (half 0, the first rows) comes from memory,
 // where the hardware prefetchers alone fall behind the k-quants' longer
-// arithmetic: each of a super-block's 8 steps asks for an eighth of the next
-// super-block. (All of it at the super-block's start, 38-53 lines at once,
-// left a q6_k row from memory at 2x a plain read's time, and q4_k at 1.35x;
-// an eighth a step: 1.35x and 1.15x. Half a super-block ahead was slower,
-// 1.5 and 2 no faster.)
-HWY_INLINE void FetchNextEighth(const uint8_t* base, int block, int step) {
-  FetchLines(base + block + step * (block / 8), block / 8);
+// arithmetic, so each super-block asks for the next (the VNNI kernels do the
+// same). q6_k asks an eighth of it a step: all of it at once, 53 lines, left
+// a lone q6_k product from memory at 2x a plain read's time, eighths at
+// 1.35x, and took a decode step's q6_k products from 0.59-0.61 to 0.39-0.42
+// ms ([2048, 5632]). q4_k and q5_k ask all 38-46 lines at the super-block's
+// start: eighths helped a lone q4_k product in a loop (1.35x -> 1.15x a
+// read) but made a decode step's q4_k products 1.2-1.4x slower.
+HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int parts) {
+  FetchLines(base + block + part * (block / parts), block / parts);
 }
 
 HWY_INLINE __m256 LoadBytesAsFloat(const uint8_t* p, bool is_signed) {
@@ -138,7 +141,7 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kBlock;
 #pragma GCC unroll 8
     for (int sub = 0; sub < 8; ++sub) {
-      if (stream) FetchNextEighth(base, kBlock, sub);
+      if (stream && sub == 0) FetchPartOfNext(base, kBlock, 0, 1);
       const int8_t* xq[MR];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) xq[m] = x[m * nb + sb * 8 + sub].qs;
@@ -193,7 +196,7 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kK6Block;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {  // block j: half h = j / 4, quarter q = j % 4
-      if (stream) FetchNextEighth(base, kK6Block, j);
+      if (stream) FetchPartOfNext(base, kK6Block, j, 8);
       const int hq = j / 4, q = j % 4, c = 2 * hq + q % 2;
       const int8_t* xq[MR];
 #pragma GCC unroll 4
