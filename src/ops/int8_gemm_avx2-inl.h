@@ -151,12 +151,13 @@ HWY_INLINE void FetchBlock(const uint8_t* panel, int64_t b, int64_t nb, int64_t 
   if (b % 2 == 0) FetchLines(panel + nb * block + b * kLanes * 2, 64);
 }
 
-// What a pass over one panel asks the caches for besides its own reads: a
-// first pass, whose panel comes from memory, the stream kAheadBytes ahead of
-// it (on Zen 3 the hardware's prefetch alone left a 1-2 row product at
-// 0.78-0.85 of a plain read's speed; 1024 bytes ahead took 4-11% off its
-// time, 512 and 2048 less); a later pass, whose panel is in cache, the next
-// panel; or nothing.
+// What a pass over one panel asks the caches for besides its own reads:
+// kAhead, the stream kAheadBytes ahead of it, for the one pass of 1-2 rows,
+// whose panel comes from memory (on Zen 3 the hardware's prefetch alone left
+// those at 0.78-0.85 of a plain read's speed; 1024 bytes ahead took 4-11% off
+// their time, 512 and 2048 less; the first of several passes measured no
+// better with it); kNextPanel, the next panel, for a pass that finds its
+// panel in cache; or nothing.
 enum class Fetch { kNothing, kAhead, kNextPanel };
 constexpr int64_t kAheadBytes = 1024;
 

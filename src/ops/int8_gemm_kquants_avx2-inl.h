@@ -153,8 +153,8 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
         if constexpr (!kFive) return k;
         // bit `sub` of qh to bit 4 of each code
         const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK5Qh + 64 * g + 32 * half));
-        return _mm256_or_si256(k,
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one), 4));
+        const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one);
+        return _mm256_or_si256(k, _mm256_slli_epi16(bit, 4));
       };
       __m256i dot[H][MR];
       DotGroups<8, kFive ? 31 : 15, H, MR>(code, xq, 0, dot);
@@ -222,7 +222,8 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
         for (int h = 0; h < H; ++h) {
           const int half = half0 + h;
           const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(base + kK6D) + kHalf * half);
-          const __m256 dsc = _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j + s) + kHalf * half, true));
+          const __m256 dsc =
+              _mm256_mul_ps(d, LoadBytesAsFloat(base + kK6Scales + kLanes * (2 * j + s) + kHalf * half, true));
 #pragma GCC unroll 4
           for (int m = 0; m < MR; ++m) {
             const ActBlock& xb = x[m * nb + sb * 8 + j];
