@@ -24,8 +24,9 @@ constexpr int kPackedMR = 6;   // activation rows a step: 12 accumulators
 // and a mask away from 8 rows' values at one column: no per-row widening and
 // no float transposes. (On Zen 3 this took Qwen's prefill from 393 to 335 ms
 // against widening each row and transposing 8 x 8 floats; on Zen 5 the same
-// idea had measured slower for AVX-512, see tile_gemm_avx3-inl.h.) Requires K to be a multiple of 16 bytes and blocks of
-// a multiple of 8 columns (a word's columns share a scale).
+// idea had measured slower for AVX-512, see tile_gemm_avx3-inl.h.) Requires
+// K to be a multiple of 16 bytes and blocks of a multiple of 8 columns (a
+// word's columns share a scale).
 template <bool FOUR>
 void DequantSlice(const QMatrix& w, int64_t r0, float* packed) {
   constexpr int kBits = FOUR ? 4 : 8, kCodes = 32 / kBits;  // codes a word
