@@ -43,8 +43,24 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
 
   // The runner's q8_0 matrices get panels where the CPU has the int8 tiles;
   // the lowering-only copy has none, whatever the CPU.
-  if (simd::int8_gemm_available(DType::Q8_0, 32)) EXPECT_GT(repacked_count(runner->weights()), 0);
+  if (simd::int8_gemm_available(DType::Q8_0, 32)) {
+    EXPECT_GT(repacked_count(runner->weights()), 0);
+  }
   EXPECT_EQ(repacked_count(lowering->weights()), 0);
+
+  // The GGUF's q and k rows are in ggml's rope order: the runner holds
+  // copies moved back to Hugging Face's, the lowering-only copy views of the
+  // file (v needs no move: a view in both), with the same shapes.
+  const std::string layer = "model.layers.0.self_attn.";
+  for (const char* moved : {"q_proj.weight", "k_proj.weight"}) {
+    const Tensor* in_runner = runner->weights().find(layer + moved);
+    const Tensor* in_lowering = lowering->weights().find(layer + moved);
+    ASSERT_TRUE(in_runner && in_lowering) << moved;
+    EXPECT_EQ(in_lowering->shape, in_runner->shape) << moved;
+    EXPECT_EQ(in_lowering->dtype, in_runner->dtype) << moved;
+    EXPECT_EQ(in_lowering->owner, lowering->weights().find(layer + "v_proj.weight")->owner) << moved;
+    EXPECT_NE(in_runner->owner, runner->weights().find(layer + "v_proj.weight")->owner) << moved;
+  }
 
   // The same graphs, so workers run what they would have run before.
   for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})

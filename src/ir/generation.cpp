@@ -98,7 +98,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   m->config_ = m->files_->config();
   m->compute_ = options.compute;
   const bool warmed = options.compute && m->files_->warm();
-  m->weights_ = m->files_->weights();
+  m->weights_ = m->files_->weights(/*lowering_only=*/!options.compute);
   // The first step should cost what later ones do (issue 14): no page
   // faults on the weights, so they are mapped in now.
   // q8_0 matrices also get the layout the int8 kernel streams best.

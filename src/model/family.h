@@ -52,6 +52,7 @@ struct GgufTensorFix {
   int64_t layer;                 // 3; -1 outside the blocks
   const std::string& rest;       // "attn_q.weight": the name after "blk.N."
   bool hf_layout;                // undo the converter's row moves (GgufLoadOptions)
+  bool lowering_only;            // shapes only: row moves keep the file's order (GgufLoadOptions)
 };
 
 // One llama.cpp architecture (general.architecture) a family's GGUF files carry.

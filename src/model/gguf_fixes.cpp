@@ -61,8 +61,9 @@ int64_t layer_count(const GgufFile& f, const std::string& key, int64_t layer, in
   return v->get<int64_t>();
 }
 
-Tensor reorder_rows(const GgufFile& f, const std::string& name, const Tensor& t,
-                    const std::function<int64_t(int64_t)>& src_of) {
+Tensor reorder_rows(const GgufTensorFix& in, const Tensor& t, const std::function<int64_t(int64_t)>& src_of) {
+  const GgufFile& f = in.file;
+  const std::string& name = in.gguf_name;
   int64_t units;
   if (t.shape.size() == 1) {
     if (dtype_block(t.dtype) != 1) fail(f, "tensor \"" + name + "\" is a packed vector; its rows cannot be reordered");
@@ -70,6 +71,7 @@ Tensor reorder_rows(const GgufFile& f, const std::string& name, const Tensor& t,
   } else {
     units = t.rows();
   }
+  if (in.lowering_only) return t;
   const int64_t bytes = t.nbytes(), unit = bytes / units;
   void* p = std::aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
   if (!p) throw std::bad_alloc();
@@ -97,7 +99,7 @@ void unpermute_rope(const GgufTensorFix& in, std::string&, Tensor& t) {
     fail(in.file, "tensor \"" + in.gguf_name + "\" has " + std::to_string(rows) + " rows, not " + std::to_string(n) +
                       " heads of an even size");
   const int64_t hd = rows / n, half = hd / 2;
-  t = reorder_rows(in.file, in.gguf_name, t, [=](int64_t r) {
+  t = reorder_rows(in, t, [=](int64_t r) {
     const int64_t h = r / hd, j = (r % hd) / half, i = r % half;
     return h * hd + 2 * i + j;
   });
@@ -111,7 +113,7 @@ void ungroup_qkv(const GgufTensorFix& in, std::string&, Tensor& t) {
     fail(in.file, "tensor \"" + in.gguf_name + "\" has " + std::to_string(rows) + " rows, not 3 x " +
                       std::to_string(heads) + " heads");
   const int64_t hd = rows / (3 * heads), embd = heads * hd;
-  t = reorder_rows(in.file, in.gguf_name, t, [=](int64_t r) {
+  t = reorder_rows(in, t, [=](int64_t r) {
     const int64_t h = r / (3 * hd), s = (r / hd) % 3, i = r % hd;
     return s * embd + h * hd + i;
   });

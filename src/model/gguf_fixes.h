@@ -27,10 +27,10 @@ GgufRenames join(std::initializer_list<GgufRenames> parts);
 // Missing: `fallback` when positive, else an Error.
 int64_t layer_count(const GgufFile& f, const std::string& key, int64_t layer, int64_t fallback);
 
-// A packed copy of t whose unit r (a row; an element of a 1-D tensor) is
-// the source's unit src_of(r).
-Tensor reorder_rows(const GgufFile& f, const std::string& name, const Tensor& t,
-                    const std::function<int64_t(int64_t)>& src_of);
+// A packed copy of t (the tensor `in` names) whose unit r (a row; an
+// element of a 1-D tensor) is the source's unit src_of(r); t itself, the
+// same shape, for a store that only lowers graphs (in.lowering_only).
+Tensor reorder_rows(const GgufTensorFix& in, const Tensor& t, const std::function<int64_t(int64_t)>& src_of);
 
 // LlamaModel.permute moved q/k rows from HF's half-split rope pairs to
 // ggml's interleaved ones; this moves them back (llama, granite). A

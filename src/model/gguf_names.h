@@ -27,6 +27,12 @@ struct GgufLoadOptions {
   // Undo the converter's row moves and value shifts (above). Off: tensors
   // are renamed only, every one a view, in llama.cpp's layout.
   bool hf_layout = true;
+  // For a copy that only lowers graphs (the coordinator's; the workers load
+  // their own): names, shapes and dtypes as above, but moved rows stay in
+  // the file's order, views instead of reordered copies (the 1.1B q8_0
+  // bench model's q and k: 110 MB). Those tensors' values are then in the
+  // wrong order and must not be computed with.
+  bool lowering_only = false;
 };
 
 // The HF name for one GGUF tensor name of `arch`. Stacked expert tensors map

@@ -135,10 +135,10 @@ GenerationConfig ModelFiles::generation_config() const {
   return g;
 }
 
-WeightStore ModelFiles::weights() const {
+WeightStore ModelFiles::weights(bool lowering_only) const {
   WeightStore store;
   if (gguf_)
-    store = load_gguf_weights(*gguf_);
+    store = load_gguf_weights(*gguf_, GgufLoadOptions{.hf_layout = true, .lowering_only = lowering_only});
   else
     load_safetensors_folder(path_, store);
   if (gguf_ || fs::exists(in_dir(path_, "config.json"))) {

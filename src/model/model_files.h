@@ -33,7 +33,9 @@ class ModelFiles {
   // What the checkpoint's tensor names and shapes say (headers only).
   TensorCensus census() const;
   GenerationConfig generation_config() const;
-  WeightStore weights() const;
+  // lowering_only: for a copy that lowers graphs and never computes with
+  // the values (GgufLoadOptions::lowering_only); no copies of moved rows.
+  WeightStore weights(bool lowering_only = false) const;
   std::unique_ptr<Tokenizer> tokenizer() const;
   // The chat template and the variables it reads (bos_token, eos_token...);
   // nullopt when the model has none.

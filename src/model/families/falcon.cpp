@@ -44,7 +44,7 @@ void fix_tensor(const GgufTensorFix& in, std::string& hf, Tensor& t) {
                                 " rows, which do not split into " + std::to_string(heads) + " query and 2 x " +
                                 std::to_string(kv) + " kv heads");
   const int64_t hd = rows / (heads + 2 * kv), per = heads / kv, group = (per + 2) * hd;
-  t = gguf_fix::reorder_rows(in.file, in.gguf_name, t, [=](int64_t r) {
+  t = gguf_fix::reorder_rows(in, t, [=](int64_t r) {
     const int64_t g = r / group, j = (r % group) / hd, i = r % hd;
     if (j < per) return (g * per + j) * hd + i;
     if (j == per) return heads * hd + g * hd + i;
