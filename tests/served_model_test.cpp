@@ -85,5 +85,37 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
   EXPECT_GT(served->total_bytes(), 0);
 }
 
+// DeepSeek's GGUF splits kv_b_proj into attn_k_b and attn_v_b; the runner
+// joins them back (f32), the lowering-only copy holds zeros of that shape
+// whose pages are never touched.
+TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
+  const auto dir = testing::test_model("deepseek_v3", "f32,q8_0");
+  ASSERT_FALSE(dir.empty()) << "scripts/write_test_model.py failed";
+  const std::string file = (dir / "model-q8_0.gguf").string();
+  ir::LocalModel::Options run_options;
+  run_options.ctx = 64;
+  ir::LocalModel::Options lower_options = run_options;
+  lower_options.compute = false;
+  const auto runner = ir::LocalModel::open(file, run_options);
+  const auto lowering = ir::LocalModel::open(file, lower_options);
+
+  const std::string kv_b = "model.layers.0.self_attn.kv_b_proj.weight";
+  const Tensor* joined = runner->weights().find(kv_b);
+  const Tensor* placeholder = lowering->weights().find(kv_b);
+  ASSERT_TRUE(joined && placeholder);
+  EXPECT_EQ(placeholder->shape, joined->shape);
+  EXPECT_EQ(placeholder->dtype, joined->dtype);
+  bool runner_nonzero = false, lowering_zero = true;
+  for (int64_t i = 0; i < joined->numel(); ++i) {
+    runner_nonzero = runner_nonzero || joined->f32()[i] != 0;
+    lowering_zero = lowering_zero && placeholder->f32()[i] == 0;
+  }
+  EXPECT_TRUE(runner_nonzero);
+  EXPECT_TRUE(lowering_zero);
+
+  for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})
+    EXPECT_EQ(lowered(*lowering, mode, tokens), lowered(*runner, mode, tokens)) << mode;
+}
+
 }  // namespace
 }  // namespace bonfire

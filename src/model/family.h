@@ -65,7 +65,7 @@ struct GgufArch {
   void (*fix_tensor)(const GgufTensorFix& in, std::string& hf, Tensor& t) = nullptr;
   // After every tensor is in: tensors HF has that the converter split
   // (DeepSeek's kv_b_proj). Null: none.
-  void (*finish)(const GgufFile& file, bool hf_layout, WeightStore& store) = nullptr;
+  void (*finish)(const GgufFile& file, bool hf_layout, bool lowering_only, WeightStore& store) = nullptr;
 };
 
 struct Family {

@@ -88,7 +88,7 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
     }
     store.add(hf, t, file.name());
   }
-  if (entry && entry->finish) entry->finish(file, options.hf_layout, store);
+  if (entry && entry->finish) entry->finish(file, options.hf_layout, options.lowering_only, store);
   return store;
 }
 

@@ -64,12 +64,15 @@ void check_mla_ranks(const ModelConfig& c) {
 
 // kv_b_proj [H*(nope+v), lora], which the converter split into attn_k_b
 // [H, lora, nope] (transposed) and attn_v_b [H, v, lora]. Rebuilt in f32:
-// these are small next to the experts.
-Tensor kv_b_of(const GgufFile& f, const Tensor& kb, const Tensor& vb) {
+// these are small next to the experts. For a store that only lowers graphs,
+// zeros of that shape, whose pages are never touched (8 MB a layer of
+// DeepSeek-V2-Lite otherwise).
+Tensor kv_b_of(const GgufFile& f, const Tensor& kb, const Tensor& vb, bool lowering_only) {
   if (kb.shape.size() != 3 || vb.shape.size() != 3 || kb.shape[0] != vb.shape[0] || kb.shape[1] != vb.shape[2])
     gguf_fix::fail(f, "attn_k_b " + shape_str(kb.shape) + " and attn_v_b " + shape_str(vb.shape) +
                           " do not split one kv_b_proj [heads, lora, nope] / [heads, v, lora]");
   const int64_t H = kb.shape[0], lora = kb.shape[1], nope = kb.shape[2], v = vb.shape[1];
+  if (lowering_only) return Tensor::zeros({H * (nope + v), lora});
   const Tensor k = to_f32(kb), vv = to_f32(vb);
   Tensor out = Tensor::empty({H * (nope + v), lora});
   for (int64_t h = 0; h < H; ++h) {
@@ -81,7 +84,7 @@ Tensor kv_b_of(const GgufFile& f, const Tensor& kb, const Tensor& vb) {
   return out;
 }
 
-void join_kv_b(const GgufFile& file, bool hf_layout, WeightStore& store) {
+void join_kv_b(const GgufFile& file, bool hf_layout, bool lowering_only, WeightStore& store) {
   if (!hf_layout) return;
   for (int64_t l = 0;; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -89,7 +92,7 @@ void join_kv_b(const GgufFile& file, bool hf_layout, WeightStore& store) {
     const GgufTensorInfo* vb = file.find(p + "attn_v_b.weight");
     if (!kb || !vb) break;
     const std::string name = "model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
-    if (!store.find(name)) store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb)), file.name());
+    if (!store.find(name)) store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb), lowering_only), file.name());
   }
 }
 
