@@ -58,13 +58,22 @@ HWY_INLINE void DotGroups(const Code& code, const int8_t* const* xq, int g0, __m
 // The first pass over a panel (half 0, the first rows) comes from memory,
 // where the hardware prefetchers alone fall behind the k-quants' longer
 // arithmetic, so each super-block asks for the next (the VNNI kernels do the
-// same). q6_k asks an eighth of it a step: all of it at once, 53 lines, left
-// a lone q6_k product from memory at 2x a plain read's time, eighths at
-// 1.35x, and took a decode step's q6_k products from 0.59-0.61 to 0.39-0.42
-// ms ([2048, 5632]). q4_k and q5_k ask all 38-46 lines at the super-block's
-// start: eighths helped a lone q4_k product in a loop (1.35x -> 1.15x a
-// read) but made a decode step's q4_k products 1.2-1.4x slower.
-HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int parts) {
+// same), an eighth of it a step. All of it at once (38-53 lines) left a lone
+// product from memory at 1.36-1.37x a plain read's time for q4_k (2 rows
+// 1.59x) and 2x for q6_k; eighths, 1.19-1.21x (1.29x) and 1.1-1.3x. In
+// decode steps (alternating `generate --profile` runs on Q4_K_M): q6_k
+// [2048, 5632] 0.59-0.61 -> 0.39-0.42 ms, q4_k [5632, 2048] 0.33-0.40 ->
+// 0.27-0.30 ms. (Session 27 measured q4_k slower with eighths, most
+// likely because the compiler had moved them; see below.) The super-block
+// after the next measured the same.
+//
+// `after` is a sum the previous step wrote: the fetch's address depends on
+// it (for the compiler only), so the fetch stays between the steps. Without
+// that, GCC hoisted all eight parts of q4_k's unrolled super-block to its
+// start, and a lone q4_k row from memory took 1.6-2.2x a read, worse than
+// one fetch of the whole.
+HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int parts, __m256 after) {
+  asm("" : "+r"(base) : "x"(after));
   FetchLines(base + block + part * (block / parts), block / parts);
 }
 
@@ -141,7 +150,7 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kBlock;
 #pragma GCC unroll 8
     for (int sub = 0; sub < 8; ++sub) {
-      if (stream && sub == 0) FetchPartOfNext(base, kBlock, 0, 1);
+      if (stream) FetchPartOfNext(base, kBlock, sub, 8, acc[0][0]);
       const int8_t* xq[MR];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) xq[m] = x[m * nb + sb * 8 + sub].qs;
@@ -196,7 +205,7 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kK6Block;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {  // block j: half h = j / 4, quarter q = j % 4
-      if (stream) FetchPartOfNext(base, kK6Block, j, 8);
+      if (stream) FetchPartOfNext(base, kK6Block, j, 8, even[0][0]);
       const int hq = j / 4, q = j % 4, c = 2 * hq + q % 2;
       const int8_t* xq[MR];
 #pragma GCC unroll 4
