@@ -77,6 +77,21 @@ HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int pa
   FetchLines(base + block + part * (block / parts), block / parts);
 }
 
+// p, hidden from the compiler's tracking of values: loads through it are
+// not merged with the same loads in an earlier step of an unrolled loop.
+// Left to itself, GCC kept q6_k's code bytes (each read by two or four of a
+// super-block's steps) in registers across steps and spilled them to the
+// stack: 492 of the one- and two-row tiles' 4342 instructions a super-block
+// were stores there (126 of 3709 with this). The bytes are in L1; loading
+// them again costs less: in L2, one row 65-67 -> 62-64 µs, two rows
+// 114-126 -> 92-93 µs ([1024, 2048], one thread). q4_k's tiles, which
+// reuse a load for two steps and spill little, measured the same or slower
+// with it.
+HWY_INLINE const uint8_t* Untraced(const uint8_t* p) {
+  asm("" : "+r"(p));
+  return p;
+}
+
 HWY_INLINE __m256 LoadBytesAsFloat(const uint8_t* p, bool is_signed) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
   return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
@@ -210,11 +225,12 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
       const int8_t* xq[MR];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) xq[m] = x[m * nb + sb * 8 + j].qs;
+      const uint8_t* codes = Untraced(base);
       const auto code = [&](int h, int g) {
         const int half = half0 + h;
-        const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * c + g) + 32 * half));
+        const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * (8 * c + g) + 32 * half));
         const __m256i b =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK6Qh + 64 * (8 * hq + g) + 32 * half));
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + kK6Qh + 64 * (8 * hq + g) + 32 * half));
         const __m256i nib = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(l, 4) : l, low);
         // bits 2q, 2q + 1 of qh to bits 4, 5 (a 16-bit shift; the mask keeps each byte's own)
         const __m256i moved = q == 0   ? _mm256_slli_epi16(b, 4)
