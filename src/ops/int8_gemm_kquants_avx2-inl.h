@@ -84,9 +84,11 @@ HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int pa
 // stack: 492 of the one- and two-row tiles' 4342 instructions a super-block
 // were stores there (126 of 3709 with this). The bytes are in L1; loading
 // them again costs less: in L2, one row 65-67 -> 62-64 µs, two rows
-// 114-126 -> 92-93 µs ([1024, 2048], one thread). q4_k's tiles, which
-// reuse a load for two steps and spill little, measured the same or slower
-// with it.
+// 114-126 -> 92-93 µs ([1024, 2048], one thread). q5_k's high bits (the
+// same 16 registers for all eight steps of a super-block) spilled the same
+// way: one row 119-136 -> 94-108 µs, two rows 206-229 -> 137-161 µs. q4_k's
+// tiles, which reuse a load for two steps and spill little, measured the
+// same or slower with it.
 HWY_INLINE const uint8_t* Untraced(const uint8_t* p) {
   asm("" : "+r"(p));
   return p;
@@ -169,14 +171,15 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
       const int8_t* xq[MR];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) xq[m] = x[m * nb + sb * 8 + sub].qs;
+      const uint8_t* codes = kFive ? Untraced(base) : base;
       const auto code = [&](int h, int g) {
         const int half = half0 + h;
         const __m256i r =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(base + 64 * (8 * (sub / 2) + g) + 32 * half));
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * (8 * (sub / 2) + g) + 32 * half));
         const __m256i k = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(r, 4) : r, low);
         if constexpr (!kFive) return k;
         // bit `sub` of qh to bit 4 of each code
-        const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + kK5Qh + 64 * g + 32 * half));
+        const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + kK5Qh + 64 * g + 32 * half));
         const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sub)), one);
         return _mm256_or_si256(k, _mm256_slli_epi16(bit, 4));
       };
