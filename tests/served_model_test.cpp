@@ -29,17 +29,37 @@ nlohmann::json lowered(const ir::LocalModel& m, const std::string& mode, int64_t
   return ir::lower(m.ir(), o, &m.weights());
 }
 
-TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
-  const auto dir = testing::test_model("llama", "f32,q8_0");
-  ASSERT_FALSE(dir.empty()) << "scripts/write_test_model.py failed";
-  const std::string file = (dir / "model-q8_0.gguf").string();
+// One family's q8_0 test GGUF, opened to run and opened for lowering only.
+struct BothCopies {
+  std::string file;
+  std::unique_ptr<ir::LocalModel> runner, lowering;
+};
 
-  ir::LocalModel::Options run_options;
-  run_options.ctx = 64;
-  const auto runner = ir::LocalModel::open(file, run_options);
-  ir::LocalModel::Options lower_options = run_options;
-  lower_options.compute = false;
-  const auto lowering = ir::LocalModel::open(file, lower_options);
+BothCopies open_both(const std::string& family) {
+  const auto dir = testing::test_model(family, "f32,q8_0");
+  if (dir.empty()) return {};
+  BothCopies b;
+  b.file = (dir / "model-q8_0.gguf").string();
+  ir::LocalModel::Options options;
+  options.ctx = 64;
+  b.runner = ir::LocalModel::open(b.file, options);
+  options.compute = false;
+  b.lowering = ir::LocalModel::open(b.file, options);
+  return b;
+}
+
+// The same prefill and decode graphs, so workers run what they would have
+// run had the coordinator's copy loaded everything.
+void expect_same_graphs(const BothCopies& b) {
+  for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})
+    EXPECT_EQ(lowered(*b.lowering, mode, tokens), lowered(*b.runner, mode, tokens)) << mode;
+}
+
+TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
+  const BothCopies both = open_both("llama");
+  ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
+  const auto& runner = both.runner;
+  const auto& lowering = both.lowering;
 
   // The runner's q8_0 matrices get panels where the CPU has the int8 tiles;
   // the lowering-only copy has none, whatever the CPU.
@@ -62,9 +82,7 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
     EXPECT_NE(in_runner->owner, runner->weights().find(layer + "v_proj.weight")->owner) << moved;
   }
 
-  // The same graphs, so workers run what they would have run before.
-  for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})
-    EXPECT_EQ(lowered(*lowering, mode, tokens), lowered(*runner, mode, tokens)) << mode;
+  expect_same_graphs(both);
 
   ir::GenerateRequest r;
   r.prompt = {1, 2, 3};
@@ -80,8 +98,10 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
 
   net::ServeModelOptions so;
   so.ctx = 64;
-  const auto served = net::ServedModel::open(file, so);
+  const auto served = net::ServedModel::open(both.file, so);
   EXPECT_EQ(repacked_count(served->local().weights()), 0);
+  const WeightStore& coordinator = served->local().weights();
+  EXPECT_EQ(coordinator.find(layer + "q_proj.weight")->owner, coordinator.find(layer + "v_proj.weight")->owner);
   EXPECT_GT(served->total_bytes(), 0);
 }
 
@@ -89,19 +109,11 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
 // joins them back (f32), the lowering-only copy holds zeros of that shape
 // whose pages are never touched.
 TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
-  const auto dir = testing::test_model("deepseek_v3", "f32,q8_0");
-  ASSERT_FALSE(dir.empty()) << "scripts/write_test_model.py failed";
-  const std::string file = (dir / "model-q8_0.gguf").string();
-  ir::LocalModel::Options run_options;
-  run_options.ctx = 64;
-  ir::LocalModel::Options lower_options = run_options;
-  lower_options.compute = false;
-  const auto runner = ir::LocalModel::open(file, run_options);
-  const auto lowering = ir::LocalModel::open(file, lower_options);
-
+  const BothCopies both = open_both("deepseek_v3");
+  ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
   const std::string kv_b = "model.layers.0.self_attn.kv_b_proj.weight";
-  const Tensor* joined = runner->weights().find(kv_b);
-  const Tensor* placeholder = lowering->weights().find(kv_b);
+  const Tensor* joined = both.runner->weights().find(kv_b);
+  const Tensor* placeholder = both.lowering->weights().find(kv_b);
   ASSERT_TRUE(joined && placeholder);
   EXPECT_EQ(placeholder->shape, joined->shape);
   EXPECT_EQ(placeholder->dtype, joined->dtype);
@@ -112,9 +124,7 @@ TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
   }
   EXPECT_TRUE(runner_nonzero);
   EXPECT_TRUE(lowering_zero);
-
-  for (const auto& [mode, tokens] : std::vector<std::pair<std::string, int64_t>>{{"prefill", 5}, {"decode", 1}})
-    EXPECT_EQ(lowered(*lowering, mode, tokens), lowered(*runner, mode, tokens)) << mode;
+  expect_same_graphs(both);
 }
 
 }  // namespace
