@@ -92,7 +92,8 @@ void join_kv_b(const GgufFile& file, bool hf_layout, bool lowering_only, WeightS
     const GgufTensorInfo* vb = file.find(p + "attn_v_b.weight");
     if (!kb || !vb) break;
     const std::string name = "model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
-    if (!store.find(name)) store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb), lowering_only), file.name());
+    if (!store.find(name))
+      store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb), lowering_only), file.name());
   }
 }
 
