@@ -29,17 +29,18 @@ nlohmann::json lowered(const ir::LocalModel& m, const std::string& mode, int64_t
   return ir::lower(m.ir(), o, &m.weights());
 }
 
-// One family's q8_0 test GGUF, opened to run and opened for lowering only.
+// One family's test model (its q8_0 GGUF, or with `hf` its Hugging Face
+// folder), opened to run and opened for lowering only.
 struct BothCopies {
   std::string file;
   std::unique_ptr<ir::LocalModel> runner, lowering;
 };
 
-BothCopies open_both(const std::string& family) {
+BothCopies open_both(const std::string& family, bool hf = false) {
   const auto dir = testing::test_model(family, "f32,q8_0");
   if (dir.empty()) return {};
   BothCopies b;
-  b.file = (dir / "model-q8_0.gguf").string();
+  b.file = (dir / (hf ? "hf" : "model-q8_0.gguf")).string();
   ir::LocalModel::Options options;
   options.ctx = 64;
   b.runner = ir::LocalModel::open(b.file, options);
@@ -120,6 +121,27 @@ TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
   bool runner_nonzero = false, lowering_zero = true;
   for (int64_t i = 0; i < joined->numel(); ++i) {
     runner_nonzero = runner_nonzero || joined->f32()[i] != 0;
+    lowering_zero = lowering_zero && placeholder->f32()[i] == 0;
+  }
+  EXPECT_TRUE(runner_nonzero);
+  EXPECT_TRUE(lowering_zero);
+  expect_same_graphs(both);
+}
+
+// GPT-2's Hugging Face weights are Conv1D ([in, out]); the runner holds
+// f32 transposes, the lowering-only copy zeros of their shape.
+TEST(ServedModel, LowersGpt2FromItsFolderWithoutTransposing) {
+  const BothCopies both = open_both("gpt2", /*hf=*/true);
+  ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
+  const std::string c_attn = "transformer.h.0.attn.c_attn.weight";
+  const Tensor* transposed = both.runner->weights().find(c_attn);
+  const Tensor* placeholder = both.lowering->weights().find(c_attn);
+  ASSERT_TRUE(transposed && placeholder);
+  EXPECT_EQ(placeholder->shape, transposed->shape);
+  EXPECT_EQ(placeholder->dtype, transposed->dtype);
+  bool runner_nonzero = false, lowering_zero = true;
+  for (int64_t i = 0; i < transposed->numel(); ++i) {
+    runner_nonzero = runner_nonzero || transposed->f32()[i] != 0;
     lowering_zero = lowering_zero && placeholder->f32()[i] == 0;
   }
   EXPECT_TRUE(runner_nonzero);

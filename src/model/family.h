@@ -83,7 +83,9 @@ struct Family {
   // Tensors the IR reads under a name or in a form the checkpoint lacks
   // (zero biases of bias-free LayerNorms, GPT-2's transposed Conv1D).
   // `from_gguf` says which file the store came from. Null: none.
-  void (*adapt_weights)(const ModelConfig& c, bool from_gguf, WeightStore& store) = nullptr;
+  // `lowering_only`: the store is for lowering graphs (ModelFiles::weights),
+  // so a converted tensor needs its shape and dtype, not its values.
+  void (*adapt_weights)(const ModelConfig& c, bool from_gguf, bool lowering_only, WeightStore& store) = nullptr;
 
   // The IR document for the config (Error naming what does not fit).
   nlohmann::json (*document)(const ModelConfig& c) = nullptr;

@@ -144,7 +144,7 @@ WeightStore ModelFiles::weights(bool lowering_only) const {
   if (gguf_ || fs::exists(in_dir(path_, "config.json"))) {
     const ModelConfig c = config();
     if (!gguf_) adapt_hf_weights(c, store);
-    if (const Family* f = find_family(c.family); f && f->adapt_weights) f->adapt_weights(c, gguf_ != nullptr, store);
+    if (const Family* f = find_family(c.family); f && f->adapt_weights) f->adapt_weights(c, gguf_ != nullptr, lowering_only, store);
   }
   return store;
 }

@@ -34,7 +34,9 @@ class ModelFiles {
   TensorCensus census() const;
   GenerationConfig generation_config() const;
   // lowering_only: for a copy that lowers graphs and never computes with
-  // the values (GgufLoadOptions::lowering_only); no copies of moved rows.
+  // the values (GgufLoadOptions::lowering_only, Family::adapt_weights):
+  // tensors the loader would convert keep the file's bytes or become
+  // untouched zeros of the converted shape.
   WeightStore weights(bool lowering_only = false) const;
   std::unique_ptr<Tokenizer> tokenizer() const;
   // The chat template and the variables it reads (bos_token, eos_token...);

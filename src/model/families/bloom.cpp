@@ -30,7 +30,7 @@ void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) {
   c.hidden_act = "gelu_new";
 }
 
-void add_prefix(const ModelConfig& c, bool, WeightStore& store) {
+void add_prefix(const ModelConfig& c, bool, bool, WeightStore& store) {
   for (const std::string& name : store.names())
     if (name.rfind("transformer.", 0) != 0 && name.rfind("lm_head", 0) != 0 && !store.find("transformer." + name))
       store.put("transformer." + name, *store.find(name), c.source + " (as transformer." + name + ")");

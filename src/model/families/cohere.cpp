@@ -33,7 +33,7 @@ void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) {
   if (c.logits_scaling > 0) c.logits_scaling = 1 / c.logits_scaling;
 }
 
-void zero_biases(const ModelConfig&, bool, WeightStore& store) {
+void zero_biases(const ModelConfig&, bool, bool, WeightStore& store) {
   add_zero_norm_biases(store, {"input_layernorm.weight", "model.norm.weight"});
 }
 

@@ -24,14 +24,22 @@ void read_config(const nlohmann::json& j, ModelConfig& c) {
 
 void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) { c.hidden_act = "gelu_new"; }
 
-void transpose_conv1d(const ModelConfig& c, bool from_gguf, WeightStore& store) {
+// Conv1D weights are [in, out]; nn.Linear's [out, in] in f32. A store that
+// only lowers graphs gets zeros of that shape, whose pages are never
+// touched, instead of the copies.
+void transpose_conv1d(const ModelConfig& c, bool from_gguf, bool lowering_only, WeightStore& store) {
   if (from_gguf) return;
   for (const std::string& name : store.names()) {
     if (!name.ends_with("attn.c_attn.weight") && !name.ends_with("attn.c_proj.weight") &&
         !name.ends_with("mlp.c_fc.weight") && !name.ends_with("mlp.c_proj.weight"))
       continue;
+    const Shape shape = store.find(name)->shape;
+    if (shape.size() != 2) continue;
+    if (lowering_only) {
+      store.put(name, Tensor::zeros({shape[1], shape[0]}), c.source + " (Conv1D's shape, for lowering)");
+      continue;
+    }
     const Tensor w = to_f32(*store.find(name));
-    if (w.shape.size() != 2) continue;
     Tensor t = Tensor::empty({w.shape[1], w.shape[0]});
     for (int64_t i = 0; i < w.shape[0]; ++i)
       for (int64_t j = 0; j < w.shape[1]; ++j) t.f32()[j * w.shape[0] + i] = w.f32()[i * w.shape[1] + j];

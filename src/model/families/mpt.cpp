@@ -31,7 +31,7 @@ void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) {
   c.hidden_act = "gelu_exact";
 }
 
-void zero_biases(const ModelConfig&, bool, WeightStore& store) {
+void zero_biases(const ModelConfig&, bool, bool, WeightStore& store) {
   add_zero_norm_biases(store, {"norm_1.weight", "norm_2.weight", "norm_f.weight"});
 }
 
