@@ -106,47 +106,39 @@ TEST(ServedModel, LowersTheWorkersGraphsWithoutLoadingTheWeightsToRun) {
   EXPECT_GT(served->total_bytes(), 0);
 }
 
-// DeepSeek's GGUF splits kv_b_proj into attn_k_b and attn_v_b; the runner
-// joins them back (f32), the lowering-only copy holds zeros of that shape
-// whose pages are never touched.
-TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
-  const BothCopies both = open_both("deepseek_v3");
-  ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
-  const std::string kv_b = "model.layers.0.self_attn.kv_b_proj.weight";
-  const Tensor* joined = both.runner->weights().find(kv_b);
-  const Tensor* placeholder = both.lowering->weights().find(kv_b);
-  ASSERT_TRUE(joined && placeholder);
-  EXPECT_EQ(placeholder->shape, joined->shape);
-  EXPECT_EQ(placeholder->dtype, joined->dtype);
-  bool runner_nonzero = false, lowering_zero = true;
-  for (int64_t i = 0; i < joined->numel(); ++i) {
-    runner_nonzero = runner_nonzero || joined->f32()[i] != 0;
-    lowering_zero = lowering_zero && placeholder->f32()[i] == 0;
+// `name`, which the runner builds in f32 from the file (its values not
+// all zero), is in the lowering-only copy as zeros of the same shape and
+// dtype, whose pages are never touched; the graphs are the same.
+void expect_placeholder(const BothCopies& both, const std::string& name) {
+  const Tensor* built = both.runner->weights().find(name);
+  const Tensor* placeholder = both.lowering->weights().find(name);
+  ASSERT_TRUE(built && placeholder) << name;
+  ASSERT_EQ(placeholder->shape, built->shape) << name;
+  ASSERT_EQ(placeholder->dtype, built->dtype) << name;
+  bool built_nonzero = false, placeholder_zero = true;
+  for (int64_t i = 0; i < built->numel(); ++i) {
+    built_nonzero = built_nonzero || built->f32()[i] != 0;
+    placeholder_zero = placeholder_zero && placeholder->f32()[i] == 0;
   }
-  EXPECT_TRUE(runner_nonzero);
-  EXPECT_TRUE(lowering_zero);
+  EXPECT_TRUE(built_nonzero) << name;
+  EXPECT_TRUE(placeholder_zero) << name;
   expect_same_graphs(both);
 }
 
+// DeepSeek's GGUF splits kv_b_proj into attn_k_b and attn_v_b; the runner
+// joins them back.
+TEST(ServedModel, LowersDeepSeekWithoutJoiningItsKvB) {
+  const BothCopies both = open_both("deepseek_v3");
+  ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
+  expect_placeholder(both, "model.layers.0.self_attn.kv_b_proj.weight");
+}
+
 // GPT-2's Hugging Face weights are Conv1D ([in, out]); the runner holds
-// f32 transposes, the lowering-only copy zeros of their shape.
+// them transposed.
 TEST(ServedModel, LowersGpt2FromItsFolderWithoutTransposing) {
   const BothCopies both = open_both("gpt2", /*hf=*/true);
   ASSERT_TRUE(both.runner) << "scripts/write_test_model.py failed";
-  const std::string c_attn = "transformer.h.0.attn.c_attn.weight";
-  const Tensor* transposed = both.runner->weights().find(c_attn);
-  const Tensor* placeholder = both.lowering->weights().find(c_attn);
-  ASSERT_TRUE(transposed && placeholder);
-  EXPECT_EQ(placeholder->shape, transposed->shape);
-  EXPECT_EQ(placeholder->dtype, transposed->dtype);
-  bool runner_nonzero = false, lowering_zero = true;
-  for (int64_t i = 0; i < transposed->numel(); ++i) {
-    runner_nonzero = runner_nonzero || transposed->f32()[i] != 0;
-    lowering_zero = lowering_zero && placeholder->f32()[i] == 0;
-  }
-  EXPECT_TRUE(runner_nonzero);
-  EXPECT_TRUE(lowering_zero);
-  expect_same_graphs(both);
+  expect_placeholder(both, "transformer.h.0.attn.c_attn.weight");
 }
 
 }  // namespace
