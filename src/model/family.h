@@ -22,6 +22,7 @@
 
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/gguf_names.h"
 #include "model/weights.h"
 
 namespace bonfire {
@@ -51,8 +52,7 @@ struct GgufTensorFix {
   const std::string& gguf_name;  // "blk.3.attn_q.weight"
   int64_t layer;                 // 3; -1 outside the blocks
   const std::string& rest;       // "attn_q.weight": the name after "blk.N."
-  bool hf_layout;                // undo the converter's row moves (GgufLoadOptions)
-  bool lowering_only;            // shapes only: row moves keep the file's order (GgufLoadOptions)
+  const GgufLoadOptions& options;  // hf_layout: undo the converter's row moves; lowering_only: shapes suffice
 };
 
 // One llama.cpp architecture (general.architecture) a family's GGUF files carry.
@@ -65,7 +65,7 @@ struct GgufArch {
   void (*fix_tensor)(const GgufTensorFix& in, std::string& hf, Tensor& t) = nullptr;
   // After every tensor is in: tensors HF has that the converter split
   // (DeepSeek's kv_b_proj). Null: none.
-  void (*finish)(const GgufFile& file, bool hf_layout, bool lowering_only, WeightStore& store) = nullptr;
+  void (*finish)(const GgufFile& file, const GgufLoadOptions& options, WeightStore& store) = nullptr;
 };
 
 struct Family {

@@ -71,7 +71,7 @@ Tensor reorder_rows(const GgufTensorFix& in, const Tensor& t, const std::functio
   } else {
     units = t.rows();
   }
-  if (in.lowering_only) return t;
+  if (in.options.lowering_only) return t;
   const int64_t bytes = t.nbytes(), unit = bytes / units;
   void* p = std::aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
   if (!p) throw std::bad_alloc();
@@ -91,7 +91,7 @@ int64_t units_of(const Tensor& t) { return t.shape.size() == 1 ? t.numel() : t.r
 void unpermute_rope(const GgufTensorFix& in, std::string&, Tensor& t) {
   const bool is_q = in.rest == "attn_q.weight" || in.rest == "attn_q.bias";
   const bool is_k = in.rest == "attn_k.weight" || in.rest == "attn_k.bias";
-  if (!in.hf_layout || !(is_q || is_k)) return;
+  if (!in.options.hf_layout || !(is_q || is_k)) return;
   const int64_t heads = layer_count(in.file, in.arch + ".attention.head_count", in.layer, 0);
   const int64_t n = is_q ? heads : layer_count(in.file, in.arch + ".attention.head_count_kv", in.layer, heads);
   const int64_t rows = units_of(t);
@@ -106,7 +106,7 @@ void unpermute_rope(const GgufTensorFix& in, std::string&, Tensor& t) {
 }
 
 void ungroup_qkv(const GgufTensorFix& in, std::string&, Tensor& t) {
-  if (!in.hf_layout || (in.rest != "attn_qkv.weight" && in.rest != "attn_qkv.bias")) return;
+  if (!in.options.hf_layout || (in.rest != "attn_qkv.weight" && in.rest != "attn_qkv.bias")) return;
   const int64_t heads = layer_count(in.file, in.arch + ".attention.head_count", in.layer, 0);
   const int64_t rows = units_of(t);
   if (rows % (3 * heads) != 0)

@@ -29,7 +29,7 @@ int64_t layer_count(const GgufFile& f, const std::string& key, int64_t layer, in
 
 // A packed copy of t (the tensor `in` names) whose unit r (a row; an
 // element of a 1-D tensor) is the source's unit src_of(r); t itself, the
-// same shape, for a store that only lowers graphs (in.lowering_only).
+// same shape, for a store that only lowers graphs (in.options.lowering_only).
 Tensor reorder_rows(const GgufTensorFix& in, const Tensor& t, const std::function<int64_t(int64_t)>& src_of);
 
 // LlamaModel.permute moved q/k rows from HF's half-split rope pairs to

@@ -84,11 +84,11 @@ WeightStore load_gguf_weights(const GgufFile& file, const GgufLoadOptions& optio
     if (entry->fix_tensor) {
       std::string rest;
       const int64_t layer = split_layer(ti.name, &rest);
-      entry->fix_tensor({file, arch, ti.name, layer, rest, options.hf_layout, options.lowering_only}, hf, t);
+      entry->fix_tensor({file, arch, ti.name, layer, rest, options}, hf, t);
     }
     store.add(hf, t, file.name());
   }
-  if (entry && entry->finish) entry->finish(file, options.hf_layout, options.lowering_only, store);
+  if (entry && entry->finish) entry->finish(file, options, store);
   return store;
 }
 

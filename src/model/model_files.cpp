@@ -138,13 +138,14 @@ GenerationConfig ModelFiles::generation_config() const {
 WeightStore ModelFiles::weights(bool lowering_only) const {
   WeightStore store;
   if (gguf_)
-    store = load_gguf_weights(*gguf_, GgufLoadOptions{.hf_layout = true, .lowering_only = lowering_only});
+    store = load_gguf_weights(*gguf_, GgufLoadOptions{.lowering_only = lowering_only});
   else
     load_safetensors_folder(path_, store);
   if (gguf_ || fs::exists(in_dir(path_, "config.json"))) {
     const ModelConfig c = config();
     if (!gguf_) adapt_hf_weights(c, store);
-    if (const Family* f = find_family(c.family); f && f->adapt_weights) f->adapt_weights(c, gguf_ != nullptr, lowering_only, store);
+    if (const Family* f = find_family(c.family); f && f->adapt_weights)
+      f->adapt_weights(c, gguf_ != nullptr, lowering_only, store);
   }
   return store;
 }

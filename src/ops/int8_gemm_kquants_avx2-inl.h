@@ -64,19 +64,9 @@ HWY_INLINE void DotGroups(const Code& code, const int8_t* const* xq, int g0, __m
 // decode steps (alternating `generate --profile` runs on Q4_K_M): q6_k
 // [2048, 5632] 0.59-0.61 -> 0.39-0.42 ms, q4_k [5632, 2048] 0.33-0.40 ->
 // 0.27-0.30 ms. (Session 27 measured q4_k slower with eighths, most
-// likely because the compiler had moved them; see below.) The super-block
+// likely because the compiler had moved them; see Untraced.) The super-block
 // after the next measured the same.
 //
-// `after` is a sum the previous step wrote: the fetch's address depends on
-// it (for the compiler only), so the fetch stays between the steps. Without
-// that, GCC hoisted all eight parts of q4_k's unrolled super-block to its
-// start, and a lone q4_k row from memory took 1.6-2.2x a read, worse than
-// one fetch of the whole.
-HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int parts, __m256 after) {
-  asm("" : "+r"(base) : "x"(after));
-  FetchLines(base + block + part * (block / parts), block / parts);
-}
-
 // p, hidden from the compiler's tracking of values: loads through it are
 // not merged with the same loads in an earlier step of an unrolled loop.
 // Left to itself, GCC kept q6_k's code bytes (each read by two or four of a
@@ -92,6 +82,23 @@ HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, int pa
 HWY_INLINE const uint8_t* Untraced(const uint8_t* p) {
   asm("" : "+r"(p));
   return p;
+}
+
+// The same, and to the compiler p depends on `after`, a sum the previous
+// step wrote, so that a fetch through it stays between the steps. Without
+// that, GCC hoisted all eight parts of q4_k's unrolled super-block to its
+// start, and a lone q4_k row from memory took 1.6-2.2x a read, worse than
+// one fetch of the whole.
+HWY_INLINE const uint8_t* Untraced(const uint8_t* p, __m256 after) {
+  asm("" : "+r"(p) : "x"(after));
+  return p;
+}
+
+// Part `part` of kFetchParts of the super-block after the one at `base`
+// (`block` bytes each), asked into L1 after the step that wrote `after`.
+constexpr int kFetchParts = 8;
+HWY_INLINE void FetchPartOfNext(const uint8_t* base, int block, int part, __m256 after) {
+  FetchLines(Untraced(base, after) + block + part * (block / kFetchParts), block / kFetchParts);
 }
 
 HWY_INLINE __m256 LoadBytesAsFloat(const uint8_t* p, bool is_signed) {
@@ -167,7 +174,7 @@ HWY_INLINE void K4HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kBlock;
 #pragma GCC unroll 8
     for (int sub = 0; sub < 8; ++sub) {
-      if (stream) FetchPartOfNext(base, kBlock, sub, 8, acc[0][0]);
+      if (stream) FetchPartOfNext(base, kBlock, sub, acc[0][0]);
       const int8_t* xq[MR];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) xq[m] = x[m * nb + sb * 8 + sub].qs;
@@ -223,7 +230,7 @@ HWY_INLINE void K6HalfTile(const uint8_t* panel, int64_t nsb, int half0, bool st
     const uint8_t* base = panel + sb * kK6Block;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {  // block j: half h = j / 4, quarter q = j % 4
-      if (stream) FetchPartOfNext(base, kK6Block, j, 8, even[0][0]);
+      if (stream) FetchPartOfNext(base, kK6Block, j, even[0][0]);
       const int hq = j / 4, q = j % 4, c = 2 * hq + q % 2;
       const int8_t* xq[MR];
 #pragma GCC unroll 4

@@ -84,8 +84,8 @@ Tensor kv_b_of(const GgufFile& f, const Tensor& kb, const Tensor& vb, bool lower
   return out;
 }
 
-void join_kv_b(const GgufFile& file, bool hf_layout, bool lowering_only, WeightStore& store) {
-  if (!hf_layout) return;
+void join_kv_b(const GgufFile& file, const GgufLoadOptions& options, WeightStore& store) {
+  if (!options.hf_layout) return;
   for (int64_t l = 0;; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const GgufTensorInfo* kb = file.find(p + "attn_k_b.weight");
@@ -93,7 +93,7 @@ void join_kv_b(const GgufFile& file, bool hf_layout, bool lowering_only, WeightS
     if (!kb || !vb) break;
     const std::string name = "model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
     if (!store.find(name))
-      store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb), lowering_only), file.name());
+      store.add(name, kv_b_of(file, file.tensor(*kb), file.tensor(*vb), options.lowering_only), file.name());
   }
 }
 

@@ -35,7 +35,7 @@ void fix_tensor(const GgufTensorFix& in, std::string& hf, Tensor& t) {
   if ((in.rest == "attn_norm.weight" || in.rest == "attn_norm.bias") &&
       in.file.find("blk." + std::to_string(in.layer) + ".attn_norm_2.weight"))
     hf = "transformer.h." + std::to_string(in.layer) + ".ln_mlp" + in.rest.substr(in.rest.find('.'));
-  if (!in.hf_layout || (in.rest != "attn_qkv.weight" && in.rest != "attn_qkv.bias")) return;
+  if (!in.options.hf_layout || (in.rest != "attn_qkv.weight" && in.rest != "attn_qkv.bias")) return;
   const int64_t heads = gguf_fix::layer_count(in.file, in.arch + ".attention.head_count", in.layer, 0);
   const int64_t kv = gguf_fix::layer_count(in.file, in.arch + ".attention.head_count_kv", in.layer, 1);
   const int64_t rows = t.shape.size() == 1 ? t.numel() : t.rows();

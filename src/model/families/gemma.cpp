@@ -52,7 +52,7 @@ void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus*) {
 // The converter stored every *norm.weight as 1 + w; the store gets an f32
 // copy holding w (transformers adds the 1 at run time).
 void unshift_norms(const GgufTensorFix& in, std::string&, Tensor& t) {
-  if (!in.hf_layout || !in.gguf_name.ends_with("norm.weight")) return;
+  if (!in.options.hf_layout || !in.gguf_name.ends_with("norm.weight")) return;
   t = to_f32(t);
   for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] -= 1.0f;
 }

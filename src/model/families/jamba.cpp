@@ -57,7 +57,7 @@ void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus* have) {
 
 // The converter squeezed the conv weight and stored A = -exp(A_log).
 void fix_tensor(const GgufTensorFix& in, std::string&, Tensor& t) {
-  if (!in.hf_layout) return;
+  if (!in.options.hf_layout) return;
   if (in.rest == "ssm_conv1d.weight") gguf_fix::unsqueeze_conv(t);
   if (in.rest == "ssm_a") t = gguf_fix::a_log_of(in.file, in.gguf_name, t);
 }

@@ -48,7 +48,7 @@ void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus*) {
 
 // The short-conv weight regains its [C, 1, K] shape (a free view).
 void fix_tensor(const GgufTensorFix& in, std::string&, Tensor& t) {
-  if (in.hf_layout && in.rest == "shortconv.conv.weight") gguf_fix::unsqueeze_conv(t);
+  if (in.options.hf_layout && in.rest == "shortconv.conv.weight") gguf_fix::unsqueeze_conv(t);
 }
 
 nlohmann::json document(const ModelConfig& c) {

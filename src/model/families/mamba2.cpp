@@ -48,7 +48,7 @@ void read_gguf(const GgufKeys& k, ModelConfig& c, const TensorCensus*) {
 // The converter squeezed the conv weight, stored A = -exp(A_log) as
 // [heads, 1], D as [heads, 1] and the gated norm as [groups, d_inner / groups].
 void fix_tensor(const GgufTensorFix& in, std::string&, Tensor& t) {
-  if (!in.hf_layout) return;
+  if (!in.options.hf_layout) return;
   if (in.rest == "ssm_conv1d.weight") gguf_fix::unsqueeze_conv(t);
   if (in.rest == "ssm_a") t = gguf_fix::a_log_of(in.file, in.gguf_name, t);
   if (in.rest == "ssm_a" || in.rest == "ssm_d" || in.rest == "ssm_norm.weight") t.shape = {t.numel()};
