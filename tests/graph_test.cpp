@@ -117,6 +117,44 @@ TEST(GraphErrors, BadTensors) {
             "bad_graph");
 }
 
+// Offsets and lengths near 2^63 once wrapped slice's and cache_write's
+// bounds checks around (a read of the server's memory, a write before the
+// cache); integer params are bounded, whatever op reads them.
+TEST(GraphErrors, IntegerParamsThatWouldWrapABoundsCheck) {
+  Outcome o = run_text(R"({"inputs": {"x": {"shape": [1, 4], "data": [1, 2, 3, 4]}},
+    "nodes": [{"id": "a", "op": "slice", "in": ["x"], "params": {"start": 9223372036854774784, "length": 2048,
+    "axis": -1}}], "outputs": ["a"]})");
+  EXPECT_EQ(o.code, "bad_graph");
+  EXPECT_EQ(o.node, "a");
+  EXPECT_NE(o.message.find("param start must be an integer of magnitude at most 2147483647"), std::string::npos)
+      << o.message;
+  Session s;
+  ASSERT_TRUE(run_text(R"({"session": "t", "nodes": [{"id": "z", "op": "zeros", "params": {"shape": [4, 1]}}],
+    "retain": {"cache": "z"}, "outputs": []})", &s).ok);
+  for (const char* offset : {"9223372036854774784", "1e300", "-4", "4", "3", "\"pos\""}) {
+    o = run_text(std::string(R"({"session": "t", "bind": {"pos": 1e19},
+      "inputs": {"v": {"shape": [2, 1], "data": [7, 7]}},
+      "nodes": [{"id": "c", "op": "cache_write", "in": ["s:cache", "v"], "params": {"offset": )") + offset +
+                 R"(}}], "outputs": ["c"]})", &s);
+    EXPECT_EQ(o.code, "bad_graph") << offset;
+    EXPECT_EQ(o.node, "c") << offset;
+  }
+  ASSERT_EQ(s.tensors.size(), 1u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(s.tensors["cache"].f32()[i], 0.0f) << i;
+  // A shape whose entries multiply to 2^64 + 4, which wraps to the input's 4
+  // (2^62 + 1 = 5 * 5581 * 8681 * 49477 * 384773).
+  o = run_text(R"({"inputs": {"x": {"shape": [4], "data": [1, 2, 3, 4]}},
+    "nodes": [{"id": "r", "op": "reshape", "in": ["x"], "params": {"shape": [5, 5581, 8681, 49477, 384773, 4]}}],
+    "outputs": ["r"]})");
+  EXPECT_EQ(o.code, "bad_graph");
+  EXPECT_NE(o.message.find("changes the element count"), std::string::npos) << o.message;
+  o = run_text(R"({"inputs": {"x": {"shape": [4], "data": [1, 2, 3, 4]}},
+    "nodes": [{"id": "r", "op": "reshape", "in": ["x"], "params": {"shape": [65536, 65536, 65536, -1]}}],
+    "outputs": ["r"]})");
+  EXPECT_EQ(o.code, "bad_graph");
+  EXPECT_NE(o.message.find("cannot infer -1"), std::string::npos) << o.message;
+}
+
 TEST(GraphLimits, RefusedBeforeAllocating) {
   // 1e6 x 1e6 zeros would be 4 TB: refused by shape inference.
   Outcome o = run_text(R"({"nodes": [{"id": "z", "op": "zeros", "params": {"shape": [1000000, 1000000]}}],

@@ -1,5 +1,6 @@
 #include "core/json_parse.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -88,6 +89,21 @@ nlohmann::json parse_json_file(const std::string& path, const JsonLimits& limits
 
 nlohmann::ordered_json parse_ordered_json_file(const std::string& path, const JsonLimits& limits) {
   return parse_ordered_json(read_bounded(path, limits.max_bytes), path, limits);
+}
+
+std::optional<int64_t> whole_number(const nlohmann::json& v, int64_t limit) {
+  if (v.is_number_integer()) {  // int64 or uint64 as parsed: compare without converting
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      return u <= static_cast<uint64_t>(limit) ? std::optional<int64_t>(static_cast<int64_t>(u)) : std::nullopt;
+    }
+    const int64_t i = v.get<int64_t>();
+    return i >= -limit && i <= limit ? std::optional<int64_t>(i) : std::nullopt;
+  }
+  if (!v.is_number()) return std::nullopt;
+  const double d = v.get<double>();
+  if (!(std::fabs(d) <= static_cast<double>(limit)) || d != std::floor(d)) return std::nullopt;  // NaN fails too
+  return static_cast<int64_t>(d);
 }
 
 std::string dump_json(const nlohmann::json& j, int indent) {

@@ -7,7 +7,9 @@
 // (they may be invalid UTF-8, or huge).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +30,13 @@ nlohmann::ordered_json parse_ordered_json_file(const std::string& path, const Js
 // nlohmann's own messages, made safe to show: the "[json.exception...]"
 // prefix and the "last read: '...'" echo of input bytes removed.
 std::string json_error_text(const std::exception& e);
+
+// The integer a JSON number stands for, when it is a whole number of
+// magnitude at most `limit`; else nullopt (not a number, a fraction, or too
+// large; `limit` at most kMaxExactInteger). Integers read from outside go through here: casting a double
+// beyond int64's range is undefined, and sums of unbounded offsets wrap.
+std::optional<int64_t> whole_number(const nlohmann::json& v, int64_t limit);
+constexpr int64_t kMaxExactInteger = int64_t{1} << 53;  // doubles hold every integer up to it
 
 // dump() that cannot throw on invalid UTF-8 in strings (replaced by U+FFFD).
 std::string dump_json(const nlohmann::json& j, int indent = -1);

@@ -17,6 +17,16 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit) {
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0) return -1;
+    if (dims[i] != 0 && n > limit / dims[i]) return -1;
+    n *= dims[i];
+  }
+  return n > limit ? -1 : n;
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);

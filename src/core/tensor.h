@@ -15,6 +15,9 @@ namespace bonfire {
 using Shape = std::vector<int64_t>;
 
 int64_t shape_numel(const Shape& s);
+// shape's element count, or -1 when it exceeds `limit` or has a negative
+// dimension (no overflow on the way).
+int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit);
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
 // What shape inference needs to know about a value.

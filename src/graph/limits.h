@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/tensor.h"  // checked_numel, which checks shapes against these
+
 namespace bonfire {
 
 struct Limits {
@@ -20,9 +22,6 @@ struct Limits {
   // at the next node (a session it wrote to may hold a partial step).
   int64_t deadline_ms = 0;
 };
-
-// shape's element count, or -1 when it exceeds `limit` (no overflow).
-int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit);
 
 // The clock deadline_ms is on: std::chrono::steady_clock in milliseconds.
 int64_t steady_now_ms();

@@ -19,16 +19,6 @@ int64_t steady_now_ms() {
       .count();
 }
 
-int64_t checked_numel(const int64_t* dims, size_t rank, int64_t limit) {
-  int64_t n = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0) return -1;
-    if (dims[i] != 0 && n > limit / dims[i]) return -1;
-    n *= dims[i];
-  }
-  return n > limit ? -1 : n;
-}
-
 namespace {
 
 float value_from_json(const json& v, const std::string& what) {

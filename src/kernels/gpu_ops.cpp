@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/json_parse.h"
+#include "ops/op.h"
 #include "ops/rope.h"
 
 namespace bonfire::kernels {
@@ -170,9 +172,9 @@ void plan_zeros(NodePlan& p) {
   const json* shape = p.params.is_object() && p.params.contains("shape") ? &p.params["shape"] : nullptr;
   if (!shape || !shape->is_array()) p.bad("param shape must be an array");
   for (const auto& d : *shape) {
-    if (!d.is_number() || d.get<double>() < 0 || d.get<double>() != std::floor(d.get<double>()))
-      p.bad("param shape must hold whole numbers");
-    p.out_shape.push_back(d.get<int64_t>());
+    const std::optional<int64_t> n = whole_number(d, kMaxIntParam);
+    if (!n || *n < 0) p.bad("param shape must hold whole numbers");
+    p.out_shape.push_back(*n);
   }
   p.threads = numel(p.out_shape);
 }

@@ -43,6 +43,11 @@ struct FeatureDef {
   std::string value = {};  // (an initializer: aggregate inits that omit it stay warning-free)
 };
 
+// The largest integer param (positions, offsets, lengths, sizes) an op
+// takes: 2^31 - 1, so that sums and products of two stay far inside int64
+// and a graph cannot wrap a bounds check around.
+constexpr int64_t kMaxIntParam = (int64_t{1} << 31) - 1;
+
 // A node's params after bind expressions were evaluated: every number-typed
 // param is a JSON number here. Defaults live in the op code, as the manifest
 // states them. Immutable and shared: a copy costs a reference count, so a
@@ -55,7 +60,8 @@ class Params {
   bool has(const char* k) const { return j_->contains(k) && !(*j_)[k].is_null(); }
   double num(const char* k) const { return j_->at(k).get<double>(); }
   double num(const char* k, double dflt) const { return has(k) ? num(k) : dflt; }
-  int64_t int_(const char* k) const;  // a number that must be integral
+  // A number that must be integral, of magnitude at most kMaxIntParam.
+  int64_t int_(const char* k) const;
   int64_t int_(const char* k, int64_t dflt) const { return has(k) ? int_(k) : dflt; }
   bool flag(const char* k, bool dflt) const { return has(k) ? j_->at(k).get<bool>() : dflt; }
   std::string str(const char* k, const std::string& dflt) const {

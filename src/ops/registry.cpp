@@ -1,15 +1,18 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/json_parse.h"
 #include "ops/moe_qmoe_internal.h"
 #include "ops/op.h"
 
 namespace bonfire {
 
 int64_t Params::int_(const char* k) const {
-  const double v = num(k);
-  if (!std::isfinite(v) || v != std::floor(v)) bad_graph(std::string("param ") + k + " must be an integer");
-  return (int64_t)v;
+  const std::optional<int64_t> v = whole_number(j_->at(k), kMaxIntParam);
+  if (!v)
+    bad_graph(std::string("param ") + k + " must be an integer of magnitude at most " + std::to_string(kMaxIntParam) +
+              ", got " + dump_json(j_->at(k)));
+  return *v;
 }
 
 const ParamDef* OpDef::param(std::string_view n) const {

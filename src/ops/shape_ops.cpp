@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "core/json_parse.h"
 #include "core/threads.h"
 #include "ops/op.h"
 
@@ -28,27 +30,27 @@ Shape infer_reshape(const std::vector<TensorDesc>& in, const Params& p) {
   const json& js = *p.get("shape");
   Shape s;
   int infer_at = -1;
-  int64_t known = 1;
   for (const auto& v : js) {
-    check(v.is_number() && v.get<double>() == std::floor(v.get<double>()), "param shape must hold integers");
-    const int64_t d = v.get<int64_t>();
-    if (d == -1) {
+    const std::optional<int64_t> d = whole_number(v, kMaxExactInteger);
+    check(d && *d >= -1, [&] { return "param shape must hold integers >= 0 or one -1, got " + dump_json(js); });
+    if (*d == -1) {
       check(infer_at < 0, "param shape may have only one -1");
       infer_at = (int)s.size();
-    } else {
-      check(d >= 0, "param shape entries must be >= 0 or -1");
-      known *= d;
     }
-    s.push_back(d);
+    s.push_back(*d);
   }
   check(!s.empty(), "param shape must not be empty");
+  const int64_t n = in[0].numel();
   if (infer_at >= 0) {
-    check(known > 0 && in[0].numel() % known == 0,
-          [&] { return "cannot infer -1 in " + js.dump() + " for " + std::to_string(in[0].numel()) + " values"; });
-    s[infer_at] = in[0].numel() / known;
+    Shape known = s;
+    known.erase(known.begin() + infer_at);
+    const int64_t k = checked_numel(known.data(), known.size(), n);  // -1 when over n
+    check(k > 0 && n % k == 0,
+          [&] { return "cannot infer -1 in " + dump_json(js) + " for " + std::to_string(n) + " values"; });
+    s[infer_at] = n / k;
   }
-  check(shape_numel(s) == in[0].numel(),
-        [&] { return "reshape " + shape_str(in[0].shape) + " to " + js.dump() + " changes the element count"; });
+  check(checked_numel(s.data(), s.size(), n) == n,
+        [&] { return "reshape " + shape_str(in[0].shape) + " to " + dump_json(js) + " changes the element count"; });
   return s;
 }
 
@@ -64,7 +66,7 @@ Shape infer_slice(const std::vector<TensorDesc>& in, const Params& p) {
   const bool last = is_last_axis(a, p);
   const int64_t dim = last ? a.shape.back() : a.shape[0];
   const int64_t start = p.int_("start"), length = p.int_("length");
-  check(start >= 0 && length >= 0 && start + length <= dim, [&] {
+  check(start >= 0 && length >= 0 && start <= dim && length <= dim - start, [&] {
     return "slice [" + std::to_string(start) + ", " + std::to_string(start + length) + ") is outside an axis of " +
            std::to_string(dim);
   });
@@ -158,9 +160,9 @@ void run_transpose(const OpInputs& in, const Params&, Tensor& out) {
 Shape infer_zeros(const std::vector<TensorDesc>&, const Params& p) {
   Shape s;
   for (const auto& v : *p.get("shape")) {
-    check(v.is_number() && v.get<double>() == std::floor(v.get<double>()) && v.get<double>() >= 0,
-          [&] { return "param shape must hold integers >= 0, got " + p.get("shape")->dump(); });
-    s.push_back(v.get<int64_t>());
+    const std::optional<int64_t> d = whole_number(v, kMaxExactInteger);
+    check(d && *d >= 0, [&] { return "param shape must hold integers >= 0, got " + dump_json(*p.get("shape")); });
+    s.push_back(*d);
   }
   check(!s.empty(), "param shape must not be empty");
   return s;
@@ -230,7 +232,7 @@ Shape infer_cache_write(const std::vector<TensorDesc>& in, const Params& p) {
   check(cache.cols() == v.cols(),
         [&] { return "values are " + std::to_string(v.cols()) + " wide, the cache " + std::to_string(cache.cols()); });
   const int64_t offset = p.int_("offset");
-  check(offset >= 0 && offset + v.rows() <= cache.rows(), [&] {
+  check(offset >= 0 && offset <= cache.rows() && v.rows() <= cache.rows() - offset, [&] {
     return "writing rows [" + std::to_string(offset) + ", " + std::to_string(offset + v.rows()) +
            ") overflows a cache of " + std::to_string(cache.rows()) + " rows";
   });
