@@ -27,6 +27,19 @@ int guarded(const std::function<void()>& fn) {
   return 1;
 }
 
+CLI::Validator finite_range(double lo, double hi) {
+  std::ostringstream range;
+  range << "[" << lo << " - " << hi << "]";
+  return CLI::Validator(
+      [lo, hi, range = range.str()](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "value " + text + " is not a number";
+        if (!(v >= lo && v <= hi)) return "value " + text + " not in range " + range;
+        return {};
+      },
+      "NUMBER in " + range.str());
+}
+
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);

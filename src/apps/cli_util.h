@@ -1,6 +1,7 @@
 // Small pieces every command shares: errors as PROTOCOL.md's error JSON with
 // exit status 1, and the "1,2,3" id lists of --tokens.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -11,6 +12,10 @@ namespace bonfire {
 // Runs fn; an Error (or any exception) is printed as the error JSON on
 // stdout and gives 1, else 0.
 int guarded(const std::function<void()>& fn);
+
+// CLI::Range for a floating-point option that also refuses NaN (every
+// comparison with NaN is false, so CLI::Range lets it through).
+CLI::Validator finite_range(double lo, double hi);
 
 // "1, 2,3" → ids; anything else is bad_graph naming the item.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);

@@ -14,6 +14,7 @@
 #include "ir/ir_doc.h"
 #include "ir/lower.h"
 #include "ir/perplexity.h"
+#include "ir/validate.h"
 #include "core/progress.h"
 #include "model/model_files.h"
 
@@ -61,6 +62,7 @@ int lower(const Options& o) {
       files = ModelFiles::open(o.model);
       weights = files->weights();
     }
+    ir::require_valid_ir(doc, o.model.empty() ? nullptr : &weights, o.file);
     std::cout << ir::lower(doc, lo, o.model.empty() ? nullptr : &weights).dump(1) << "\n";
   });
 }
@@ -79,6 +81,7 @@ int generate(const Options& o) {
     req.stop = o.stop;
     req.ignore_eos = o.ignore_eos;
     req.sampling = {o.temperature, o.top_k, o.top_p, o.seed, o.repetition_penalty, o.presence_penalty, o.penalty_window};
+    if (o.top_p == 0) req.sampling.top_p = 1, req.sampling.top_k = 1;  // as the API reads topP 0
     ir::TokenCallback print;
     if (!o.json_out)
       print = [](int32_t, const std::string& piece) {
@@ -143,8 +146,8 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   auto* lw = ir.add_subcommand("lower", "the protocol graph an IR document lowers to, on stdout");
   lw->add_option("file", o->file, "the IR document (- reads stdin)")->required();
   lw->add_option("--mode", o->mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
-  lw->add_option("--tokens", o->tokens_n, "tokens of a prefill step (default 1)");
-  lw->add_option("--ctx", o->ctx, "the session's context (default: the model's)");
+  lw->add_option("--tokens", o->tokens_n, "tokens of a prefill step (default 1)")->check(CLI::PositiveNumber);
+  lw->add_option("--ctx", o->ctx, "the session's context (default: the model's)")->check(CLI::PositiveNumber);
   lw->add_option("--model", o->model, "the checkpoint, for widths the document leaves open");
   lw->add_flag("--all-logits", o->all_logits, "return the logits of every position");
 
@@ -152,16 +155,19 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   gen->add_option("--model", o->model, "model folder or GGUF file (default: the demo model)");
   gen->add_option("--prompt", o->prompt, "text, tokenized as the model's tokenizer config says");
   gen->add_option("--tokens", o->tokens, "prompt token ids, used as given (no BOS added)");
-  gen->add_option("--max-tokens", o->max_tokens, "tokens to generate (default 64)");
-  gen->add_option("--temperature", o->temperature, "0 = greedy (default)");
-  gen->add_option("--top-k", o->top_k, "0 = off");
-  gen->add_option("--top-p", o->top_p, "1 = off");
+  // The ranges /api/v3/generate takes (net/request_fields.cpp).
+  gen->add_option("--max-tokens", o->max_tokens, "tokens to generate (default 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+  gen->add_option("--temperature", o->temperature, "0 = greedy (default)")->check(finite_range(0, 2));
+  gen->add_option("--top-k", o->top_k, "0 = off")->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+  gen->add_option("--top-p", o->top_p, "1 = off; 0 = only the most likely token")->check(finite_range(0, 1));
   gen->add_option("--seed", o->seed, "sampling seed");
-  gen->add_option("--repetition-penalty", o->repetition_penalty, "1 = off");
-  gen->add_option("--presence-penalty", o->presence_penalty, "0 = off");
-  gen->add_option("--penalty-window", o->penalty_window, "tokens the penalties look back over (default 64)");
+  gen->add_option("--repetition-penalty", o->repetition_penalty, "1 = off")->check(finite_range(1e-9, 1e9));
+  gen->add_option("--presence-penalty", o->presence_penalty, "0 = off")->check(finite_range(-2, 2));
+  gen->add_option("--penalty-window", o->penalty_window, "tokens the penalties look back over (default 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   gen->add_option("--stop", o->stop, "stop strings (repeatable)");
-  gen->add_option("--ctx", o->ctx, "context length (default: min(model, 4096))");
+  gen->add_option("--ctx", o->ctx, "context length (default: min(model, 4096))")->check(CLI::PositiveNumber);
   gen->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
   gen->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-sequence token");
   gen->add_flag("--json", o->json_out, "print the /api/v3/generate response JSON");
@@ -172,7 +178,8 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   auto* ppl = app.add_subcommand("perplexity", "a model's perplexity on a text file, through the lowered graphs");
   ppl->add_option("--model", o->model, "model folder or GGUF file (default: the demo model)");
   ppl->add_option("--file", o->text_file, "the text (UTF-8)")->required();
-  ppl->add_option("--ctx", o->window, "tokens per window, each run from a fresh cache (default: min(512, model))");
+  ppl->add_option("--ctx", o->window, "tokens per window, each run from a fresh cache (default: min(512, model))")
+      ->check(CLI::Range(int64_t{2}, int64_t{INT32_MAX}));
   ppl->add_option("--ir", o->ir_file, "an IR document to use instead of the model's");
   add_compute_options(*ppl, false);
   add_int8_everywhere_option(*ppl);

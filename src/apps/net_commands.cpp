@@ -54,20 +54,29 @@ std::function<int()> add_net_commands(CLI::App& app) {
                     "model folder or GGUF file to serve (repeatable; default: the bundled demo model)");
   serve->add_flag("--no-model", o->no_model, "serve no model, not even the demo (graph calls only)");
   serve->add_option("--host", o->serve.host, "address to listen on")->capture_default_str();
-  serve->add_option("--port", o->serve.port, "port (0: any free port, printed at start)")->capture_default_str();
+  serve->add_option("--port", o->serve.port, "port (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   serve->add_flag("!--no-local-worker", o->serve.local_worker, "do not run a worker in this process");
   serve->add_option("--token", o->serve.token, "shared secret workers must present to join");
   serve->add_option("--api-key", o->serve.api_keys, "API key clients must send as a Bearer token (repeatable)");
-  serve->add_option("--ctx", o->serve.model.ctx, "context length of each generation's session")->capture_default_str();
+  serve->add_option("--ctx", o->serve.model.ctx, "context length of each generation's session")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   serve->add_option("--stages", o->serve.model.stages,
                     "split each generation into this many pipeline stages (0: only as needed by workers' memory)")
-      ->capture_default_str();
-  serve->add_option("--max-tokens", o->serve.max_tokens, "most tokens one request may generate")->capture_default_str();
-  serve->add_option("--max-body", o->serve.max_body, "largest request body in bytes")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  serve->add_option("--max-tokens", o->serve.max_tokens, "most tokens one request may generate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--max-body", o->serve.max_body, "largest request body in bytes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   serve->add_option("--graph-timeout", o->serve.graph_timeout_s,
                     "seconds a /api/v3/graph call may run on a worker (then 504; the worker stops it too)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(1e-3, 1e7));
   serve->add_option("--max-batch", o->serve.model.scheduler.max_batch,
                     "most sequences in one batched decode call on a worker (1 turns batching off)")
       ->capture_default_str()
@@ -77,17 +86,18 @@ std::function<int()> add_net_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
   serve->add_option("--step-timeout", o->serve.model.call_timeout_s, "seconds a worker may take for one step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_range(1e-3, 1e7));
   serve->add_option("--verify-rate", o->serve.verify.rate,
                     "fraction of generation steps that start a spot check: the steps since the generation's last "
                     "check are recomputed on another worker (docs/NETWORK.md \"Checking workers\")")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0, 1));
   serve->add_option("--verify-seed", o->serve.verify.seed,
                     "seed of the spot checks' coin, for tests (default: a secret one; a seed makes checks predictable)");
   serve->add_option("--ban-time", o->serve.verify.ban_s, "seconds a worker caught returning wrong results stays banned")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_range(0, 1e9));
   serve->add_option("--never-ban", o->serve.never_ban,
                     "an address whose workers are banned by id only, never by address (repeatable; loopback always is)");
   serve->add_option("--local-worker-memory", o->local_memory, "memory the in-process worker lends (e.g. 8G)");
@@ -117,7 +127,7 @@ std::function<int()> add_net_commands(CLI::App& app) {
   worker->add_option("--read-gbs", o->worker.read_gbs,
                      "the read bandwidth to announce, GB/s: placement's guess at this worker's speed until its steps "
                      "are timed (default: measured at start; 0: announce none)")
-      ->check(CLI::Range(0.0, 10000.0));
+      ->check(finite_range(0, 10000));
   worker->add_option("--disable-feature", o->worker.disabled_features, "announce and run without this feature");
   worker->add_option("--cache-dir", o->worker.cache_dir, "where models fetched from the coordinator are kept");
   worker->add_option("--cache-max", o->cache_max,

@@ -304,7 +304,7 @@ RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
   }
   if (output_bytes > limits.max_output_bytes)
     too_large("the outputs would be " + std::to_string(output_bytes) + " bytes, over the " +
-              std::to_string(limits.max_output_bytes) + " this answer may carry");
+              std::to_string(limits.max_output_bytes) + " " + kOverOutputBytes);
   for (const auto& [k, r] : g.retain)
     if (r.kind != Ref::Node) external(r, "");
 

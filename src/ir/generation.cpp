@@ -114,12 +114,7 @@ std::unique_ptr<LocalModel> LocalModel::open(const std::string& path, const Opti
   }
   // A document that fails the schema or a rule, or a checkpoint missing a
   // tensor it names, is refused here, before anything runs.
-  const std::vector<IrProblem> problems = validate_ir(m->ir_, &m->weights_);
-  if (!problems.empty()) {
-    std::string msg = path + ": the model's IR is not valid: " + format_problem(problems[0]);
-    if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more; see bonfire ir validate)";
-    throw Error(ErrorCode::BadGraph, msg);
-  }
+  require_valid_ir(m->ir_, &m->weights_, options.ir_file.empty() ? path + " (its IR)" : options.ir_file);
   unpack_small_weights(m->ir_, m->weights_);
   if (options.widen_half)
     for (const std::string& name : m->weights_.names()) {

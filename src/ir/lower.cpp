@@ -2,6 +2,7 @@
 // lowered by its op (op_table.h). Every IR value becomes a graph node id
 // "L<layer>.<name>.<n>" (embed: "E.", head: "H."); a name defined again
 // gets the next n.
+#include "graph/limits.h"
 #include "ir/lowerer.h"
 #include "ir/op_table.h"
 
@@ -45,6 +46,9 @@ std::string Lowerer::emit(const std::string& op, const std::vector<std::string>&
                      "." + (hint.empty() ? op : hint);
   const int n = id_counts_[base]++;
   const std::string id = n == 0 ? base : base + "." + std::to_string(n);
+  if (static_cast<int64_t>(nodes_.size()) >= Limits().max_nodes)
+    throw Error(ErrorCode::TooLarge, "the lowered graph would have more than " + std::to_string(Limits().max_nodes) +
+                                         " nodes, the most a graph call may have (graph/limits.h)");
   json node = {{"id", id}, {"op", op}, {"in", in}};
   if (!params.empty()) node["params"] = std::move(params);
   nodes_.push_back(std::move(node));

@@ -513,4 +513,12 @@ std::string format_problem(const IrProblem& p) {
   return p.path + ": " + p.message + " (rule R" + std::to_string(p.rule) + ")";
 }
 
+void require_valid_ir(const nlohmann::json& doc, const WeightStore* weights, const std::string& what) {
+  const std::vector<IrProblem> problems = validate_ir(doc, weights);
+  if (problems.empty()) return;
+  std::string msg = what + ": the IR is not valid: " + format_problem(problems[0]);
+  if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more; see bonfire ir validate)";
+  throw Error(ErrorCode::BadGraph, msg);
+}
+
 }  // namespace bonfire::ir

@@ -26,4 +26,9 @@ std::vector<IrProblem> validate_ir(const nlohmann::json& doc, const WeightStore*
 // "PATH: MESSAGE (rule RN)", or "PATH: schema: MESSAGE" for rule 0.
 std::string format_problem(const IrProblem& p);
 
+// Throws Error(BadGraph) "WHAT: the IR is not valid: FIRST PROBLEM (and N
+// more; ...)" when validate_ir finds any: for commands that use a document
+// rather than report on it.
+void require_valid_ir(const nlohmann::json& doc, const WeightStore* weights, const std::string& what);
+
 }  // namespace bonfire::ir

@@ -57,6 +57,13 @@ std::unique_ptr<ModelFiles> ModelFiles::open(const std::string& path) {
   m->path_ = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) return m;
+  // A folder's config.json names the folder (as transformers' from_pretrained
+  // takes either).
+  if (fs::path(path).filename() == "config.json" && fs::is_regular_file(path, ec)) {
+    m->path_ = fs::path(path).parent_path().string();
+    if (m->path_.empty()) m->path_ = ".";
+    return m;
+  }
   if (!fs::is_regular_file(path, ec))
     throw Error(ErrorCode::BadGraph, path + ": no such model folder or GGUF file");
   m->gguf_ = GgufFile::open(path);

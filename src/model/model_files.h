@@ -21,7 +21,8 @@ class GgufFile;
 
 class ModelFiles {
  public:
-  // Throws Error naming the path when it is neither a folder nor a GGUF file.
+  // A model folder, its config.json (the folder), or a GGUF file; throws
+  // Error naming the path when it is none of them.
   static std::unique_ptr<ModelFiles> open(const std::string& path);
 
   const std::string& path() const { return path_; }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_parse.h"
+#include "net/url.h"
 
 namespace bonfire::net {
 
@@ -127,7 +128,8 @@ std::string HttpRequest::query_param(const std::string& name) const {
     if (amp == std::string::npos) amp = query.size();
     const std::string kv = query.substr(i, amp - i);
     const size_t eq = kv.find('=');
-    if (kv.substr(0, eq) == name) return eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (percent_decode(kv.substr(0, eq)) == name)
+      return eq == std::string::npos ? "" : percent_decode(kv.substr(eq + 1)).value_or("");
     i = amp + 1;
   }
   return {};
@@ -147,10 +149,16 @@ void HttpResponder::send(int status, const std::string& body, const std::string&
   res.keep_alive(keep_alive_);
   res.body() = body;
   res.prepare_payload();
-  http::serializer<false, http::string_body> sr{res};
   conn_->expire_in(conn_->write_timeout_s);
   beast::error_code ec;
-  conn_->io([&](auto& s) { http::write(s, sr, ec); });
+  if (head_only_) {  // a GET's headers, Content-Length included, and no body
+    http::response<http::empty_body> head{std::move(res.base())};
+    http::serializer<false, http::empty_body> sr{head};
+    conn_->io([&](auto& s) { http::write(s, sr, ec); });
+  } else {
+    http::serializer<false, http::string_body> sr{res};
+    conn_->io([&](auto& s) { http::write(s, sr, ec); });
+  }
   conn_->no_deadline();
   if (ec) gone_ = true;
 }
@@ -163,14 +171,14 @@ bool HttpResponder::start_stream(const std::string& content_type) {
   res.set(http::field::server, "bonfire");
   res.set(http::field::content_type, content_type);
   res.set(http::field::cache_control, "no-cache");
-  res.chunked(true);
-  res.keep_alive(keep_alive_);
+  res.chunked(!head_only_);
+  res.keep_alive(keep_alive_ && !head_only_);
   http::response_serializer<http::empty_body> sr{res};
   conn_->expire_in(conn_->write_timeout_s);
   beast::error_code ec;
   conn_->io([&](auto& s) { http::write_header(s, sr, ec); });
   conn_->no_deadline();
-  if (ec) gone_ = true;
+  if (ec || head_only_) gone_ = true;  // HEAD: the headers were the answer, and the handler stops
   return !gone_;
 }
 
@@ -225,6 +233,8 @@ HttpServer::HttpServer(asio::io_context& ioc, const Options& options, HttpHandle
   beast::error_code ec;
   const auto address = asio::ip::make_address(options.host, ec);
   if (ec) throw Error(ErrorCode::BadGraph, "--host " + options.host + " is not an IP address");
+  if (options.port < 0 || options.port > 65535)
+    throw Error(ErrorCode::BadGraph, "port " + std::to_string(options.port) + " is not in 0-65535");
   tcp::endpoint ep(address, static_cast<unsigned short>(options.port));
   acceptor_.open(ep.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
@@ -371,7 +381,9 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
     if (ec) return refuse(400, "malformed HTTP request: " + ec.message());
     c->expire_in(options_.read_timeout_s);
     const std::string target(parser.get().target());
-    const std::string path = target.substr(0, target.find('?'));
+    const std::optional<std::string> decoded = percent_decode(target.substr(0, target.find('?')));
+    if (!decoded) return refuse(400, "the request path has a malformed %-escape (or an escaped NUL)");
+    const std::string& path = *decoded;
     if (boost::beast::websocket::is_upgrade(parser.get())) {
       if (path != options_.upgrade_path) return refuse(404, "no WebSocket at " + path);
       c->no_deadline();
@@ -395,7 +407,7 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
     req.body = raw.body();
     req.remote = remote;
     req.raw = &raw;
-    HttpResponder r(c.get(), raw.keep_alive());
+    HttpResponder r(c.get(), raw.keep_alive(), raw.method() == http::verb::head);
     try {
       handler_(req, r);
     } catch (const std::exception& e) {

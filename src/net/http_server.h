@@ -35,8 +35,8 @@ struct Connection;
 
 struct HttpRequest {
   std::string method;
-  std::string path;   // without the query
-  std::string query;  // after '?', undecoded
+  std::string path;   // without the query, %-escapes decoded
+  std::string query;  // after '?', undecoded (query_param decodes)
   std::string body;
   std::string remote;
   const HttpRequestRaw* raw = nullptr;
@@ -47,7 +47,9 @@ struct HttpRequest {
 // How a handler answers: once with send(), or as a stream (chunked).
 class HttpResponder {
  public:
-  explicit HttpResponder(Connection* c, bool keep_alive) : conn_(c), keep_alive_(keep_alive) {}
+  // head_only: a HEAD request, answered with the headers alone.
+  HttpResponder(Connection* c, bool keep_alive, bool head_only = false)
+      : conn_(c), keep_alive_(keep_alive), head_only_(head_only) {}
   void send(int status, const std::string& body, const std::string& content_type = "application/json",
             const std::map<std::string, std::string>& headers = {});
   void send_json(int status, const nlohmann::json& j);
@@ -63,6 +65,7 @@ class HttpResponder {
  private:
   Connection* conn_;
   bool keep_alive_;
+  bool head_only_;
   bool answered_ = false;
   bool streaming_ = false;
   bool gone_ = false;

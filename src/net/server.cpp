@@ -203,59 +203,108 @@ void Server::handle(const HttpRequest& req, HttpResponder& res) {
       endpoint, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// The coordinator's endpoints, one row each: a request runs the first row
+// whose method and path match (the whole path, or its start for a prefix
+// row); HEAD runs a GET row without sending the body. `open` rows answer
+// without an API key: the page and its files, the manifest, /metrics.
+// `label` names the endpoint in /metrics.
+struct Server::Route {
+  const char* method;
+  const char* path;
+  bool prefix, open;
+  const char* label;
+  void (*run)(Server& s, const HttpRequest& req, HttpResponder& res);
+};
+
+const std::vector<Server::Route>& Server::routes() {
+  static const std::vector<Route> kRoutes = {
+      {"GET", "/", false, true, "/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/web/", true, true, "/web/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/lend", false, true, "/lend", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/wasm/", true, true, "/wasm/", [](Server& s, auto& q, auto& r) { s.wasm(q, r); }},
+      {"GET", "/metrics", false, true, "/metrics",
+       [](Server& s, auto&, auto& r) { r.send(200, s.metrics_text(), "text/plain; version=0.0.4"); }},
+      {"GET", "/api/v3/ops", false, true, "/api/v3/ops",
+       [](Server&, auto&, auto& r) { r.send(200, std::string(spec::ops_manifest_text())); }},
+      {"POST", "/api/v3/graph", false, false, "/api/v3/graph", [](Server& s, auto& q, auto& r) { s.graph(q, r); }},
+      {"GET", "/api/v3/workers", false, false, "/api/v3/workers",
+       [](Server& s, auto&, auto& r) { r.send_json(200, s.workers_json()); }},
+      {"GET", "/api/v3/models", false, false, "/api/v3/models",
+       [](Server& s, auto&, auto& r) { r.send_json(200, s.models_json()); }},
+      {"GET", "/api/v3/stats", false, false, "/api/v3/stats",
+       [](Server& s, auto&, auto& r) { r.send_json(200, s.stats_json()); }},
+      {"POST", "/api/v3/generate", false, false, "/api/v3/generate",
+       [](Server& s, auto& q, auto& r) { s.generate(q, r); }},
+      {"GET", "/v1/models", false, false, "/v1/models",
+       [](Server& s, auto&, auto& r) {
+         std::vector<std::string> ids;
+         for (const auto& m : s.models_) ids.push_back(m->id());
+         r.send_json(200, openai_models(ids, static_cast<int64_t>(unix_now())));
+       }},
+      {"POST", "/v1/completions", false, false, "/v1/completions",
+       [](Server& s, auto& q, auto& r) { s.openai(q, r, false); }},
+      {"POST", "/v1/chat/completions", false, false, "/v1/chat/completions",
+       [](Server& s, auto& q, auto& r) { s.openai(q, r, true); }},
+      {"DELETE", "/api/v3/sessions/", true, false, "/api/v3/sessions",
+       [](Server& s, auto& q, auto& r) { s.free_session(q.path.substr(std::string("/api/v3/sessions/").size()), r); }},
+      // A worker fetching a model's file presents the network's token (route()).
+      {"GET", "/api/v3/models/", true, false, "/api/v3/models/files",
+       [](Server& s, auto& q, auto& r) {
+         const std::string rest = q.path.substr(std::string("/api/v3/models/").size());
+         const size_t at = rest.find("/files/");
+         if (at == std::string::npos)
+           throw Error(ErrorCode::BadGraph, "no endpoint GET " + bounded_text(q.path, 256) +
+                                                " (model files are at /api/v3/models/ID/files/NAME)");
+         s.model_file(rest.substr(0, at), rest.substr(at + 7), r);
+       }},
+  };
+  return kRoutes;
+}
+
 void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endpoint) {
   const std::string& p = req.path;
-  const std::string& m = req.method;
-  auto is = [&](const char* method, const char* path) {
-    if (m != method || p != path) return false;
-    endpoint = path;
-    return true;
+  const std::string m = req.method == "HEAD" ? "GET" : req.method;
+  const Route* found = nullptr;
+  std::string allowed;  // the methods of rows whose path matches
+  for (const Route& r : routes()) {
+    if (!(r.prefix ? p.rfind(r.path, 0) == 0 : p == r.path)) continue;
+    if (m == r.method) {
+      found = &r;
+      break;
+    }
+    if (allowed.find(r.method) == std::string::npos) allowed += (allowed.empty() ? "" : ", ") + std::string(r.method);
+  }
+  const bool v1 = p.rfind("/v1/", 0) == 0;
+  // Refusals before any endpoint runs, in the shape the path's clients read.
+  auto refuse = [&](int status, const char* code, const std::string& why, std::map<std::string, std::string> headers) {
+    const nlohmann::json body =
+        v1 ? nlohmann::json{{"error",
+                             {{"message", why}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", code}}}}
+           : nlohmann::json{{"error", why}, {"code", code}};
+    res.send(status, dump_json(body) + "\n", "application/json", headers);
   };
-  if (is("GET", "/")) return web(req, res);
-  if (m == "GET" && p.rfind("/web/", 0) == 0) {
-    endpoint = "/web/";
-    return web(req, res);
+  if (!found && !allowed.empty()) {
+    endpoint = "other";
+    if (allowed.find("GET") != std::string::npos) allowed += ", HEAD";
+    return refuse(405, "method_not_allowed",
+                  bounded_text(req.method, 16) + " is not allowed on " + bounded_text(p, 256) + "; it takes " + allowed,
+                  {{"Allow", allowed}});
   }
-  if (is("GET", "/lend")) return web(req, res);
-  if (m == "GET" && p.rfind("/wasm/", 0) == 0) {
-    endpoint = "/wasm/";
-    return wasm(req, res);
+  if (!found) {
+    endpoint = "unknown";
+    return refuse(404, "not_found", "no endpoint " + bounded_text(req.method + " " + p, 256) + " (see spec/PROTOCOL.md)",
+                  {});
   }
-  if (is("GET", "/metrics")) return res.send(200, metrics_text(), "text/plain; version=0.0.4");
-  if (is("GET", "/api/v3/ops")) return res.send(200, std::string(spec::ops_manifest_text()));
-  const bool file_fetch = m == "GET" && p.rfind("/api/v3/models/", 0) == 0 && p.find("/files/") != std::string::npos;
+  endpoint = found->label;
   // Workers fetching weights present the network's token instead of an API key.
-  const bool worker_ok =
-      file_fetch && !options_.token.empty() && same_secret(req.header("Authorization"), "Bearer " + options_.token);
-  if (!authorized(req) && !worker_ok) {
-    endpoint = p.rfind("/v1/", 0) == 0 ? "/v1/" : "auth";
-    return res.send_json(401, {{"error", "this coordinator needs an API key: send Authorization: Bearer KEY"},
-                               {"code", "unauthorized"}});
+  const bool worker_ok = std::string(found->label) == "/api/v3/models/files" && !options_.token.empty() &&
+                         same_secret(req.header("Authorization"), "Bearer " + options_.token);
+  if (!found->open && !authorized(req) && !worker_ok) {
+    endpoint = v1 ? "/v1/" : "auth";
+    return refuse(401, "unauthorized", "this coordinator needs an API key: send Authorization: Bearer KEY",
+                  {{"WWW-Authenticate", "Bearer"}});
   }
-  if (is("POST", "/api/v3/graph")) return graph(req, res);
-  if (is("GET", "/api/v3/workers")) return res.send_json(200, workers_json());
-  if (is("GET", "/api/v3/models")) return res.send_json(200, models_json());
-  if (is("GET", "/api/v3/stats")) return res.send_json(200, stats_json());
-  if (is("POST", "/api/v3/generate")) return generate(req, res);
-  if (is("GET", "/v1/models")) {
-    std::vector<std::string> ids;
-    for (const auto& mm : models_) ids.push_back(mm->id());
-    return res.send_json(200, openai_models(ids, static_cast<int64_t>(unix_now())));
-  }
-  if (is("POST", "/v1/completions")) return openai(req, res, false);
-  if (is("POST", "/v1/chat/completions")) return openai(req, res, true);
-  if (m == "DELETE" && p.rfind("/api/v3/sessions/", 0) == 0) {
-    endpoint = "/api/v3/sessions";
-    return free_session(p.substr(std::string("/api/v3/sessions/").size()), res);
-  }
-  if (file_fetch) {
-    endpoint = "/api/v3/models/files";
-    const std::string rest = p.substr(std::string("/api/v3/models/").size());
-    const size_t at = rest.find("/files/");
-    return model_file(rest.substr(0, at), rest.substr(at + 7), res);
-  }
-  endpoint = "unknown";
-  res.send_json(404, {{"error", "no endpoint " + bounded_text(m + " " + p, 256) + " (see spec/PROTOCOL.md)"}, {"code", "not_found"}});
+  found->run(*this, req, res);
 }
 
 void Server::graph(const HttpRequest& req, HttpResponder& res) {
@@ -307,9 +356,9 @@ void Server::graph(const HttpRequest& req, HttpResponder& res) {
   try {
     reply = w->call(std::move(msg), options_.graph_timeout_s, CallKind::ClientGraph, &expect);
   } catch (const Error& e) {
-    if (e.code == ErrorCode::TooLarge && !call.b64)
-      throw Error(e.code, std::string(e.what()) + " (as JSON; \"encoding\": \"b64\" allows " +
-                              std::to_string(options_.max_b64_output_bytes) + ")", e.node);
+    if (e.code == ErrorCode::TooLarge && !call.b64 && std::string(e.what()).find(kOverOutputBytes) != std::string::npos)
+      throw Error(e.code, std::string(e.what()) + " as JSON; with \"encoding\": \"b64\" it may carry " +
+                              std::to_string(options_.max_b64_output_bytes) + " bytes", e.node);
     throw;
   }
   if (!call.session.empty()) {

@@ -93,6 +93,8 @@ class Server {
   };
 
   void handle(const HttpRequest& req, HttpResponder& res);
+  struct Route;
+  static const std::vector<Route>& routes();
   void route(const HttpRequest& req, HttpResponder& res, std::string& endpoint);
   bool authorized(const HttpRequest& req) const;
   ServedModel* model_for(const std::string& id);

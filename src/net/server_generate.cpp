@@ -134,20 +134,18 @@ void Server::generate(const HttpRequest& req, HttpResponder& res) {
 void Server::openai(const HttpRequest& req, HttpResponder& res, bool chat) {
   const json body = parse_json(req.body, "the request body");
   if (!body.is_object()) throw Error(ErrorCode::BadGraph, "the request must be a JSON object");
+  // Clients always send a model name ("gpt-4o" by default in many); with one
+  // model served, any name maps to it.
+  auto named = [&](const std::string& name) {
+    if (models_.size() == 1) return models_[0].get();
+    return model_for(name);
+  };
   ServedModel* model = nullptr;
   OpenAiCall call = parse_openai_request(body, chat, [&](const json& messages) {
-    model = model_for(body.value("model", std::string()));
+    model = named(body.value("model", std::string()));
     return model->apply_chat_template(messages);
   });
-  // Clients always send a model name; with one model served, any name maps to it.
-  if (!model) {
-    try {
-      model = model_for(call.model);
-    } catch (const Error&) {
-      if (models_.size() != 1) throw;
-      model = models_[0].get();
-    }
-  }
+  if (!model) model = named(call.model);
   ir::GenerateRequest& g = call.request;
   if (!call.prompt_is_tokens) g.prompt = encode_bounded(*model, call.prompt, call.add_special);
   const int64_t vocab = model->local().ir()["model"]["vocab"].get<int64_t>();

@@ -117,8 +117,9 @@ struct Worker::Impl {
         const fs::path path = dir / file.name;
         if (fs::exists(path, ec) && sha256_file(path.string()) == file.sha256) continue;
         log("fetching " + f.model + "/" + file.name + " (" + std::to_string(file.bytes >> 20) + " MiB)");
-        http_download(url, tls.get(), "/api/v3/models/" + f.model + "/files/" + file.name, path.string(), file.bytes,
-                      opt.token);
+        const std::string target =
+            "/api/v3/models/" + percent_encode_segment(f.model) + "/files/" + percent_encode_segment(file.name);
+        http_download(url, tls.get(), target, path.string(), file.bytes, opt.token);
         if (sha256_file(path.string()) != file.sha256)
           throw Error(ErrorCode::BadGraph, "model " + f.model + ": " + file.name + " does not match its SHA-256; removed");
       }

@@ -1,0 +1,106 @@
+// What an HTTP client expects of the coordinator beyond PROTOCOL.md's
+// endpoints (found by an audit of serve against the spec):
+// - HEAD on a GET endpoint: the GET's status and headers, Content-Length
+//   included, and no body; a known path with the wrong method: 405 with Allow.
+// - Path segments are %-decoded: a session named "a b/c" can be freed as
+//   /api/v3/sessions/a%20b%2Fc; a malformed escape is a 400.
+// - /v1/* refusals before any endpoint runs (401, 404, 405) are in OpenAI's
+//   error shape, and any model name maps to the one served model on chat
+//   and completions alike.
+// - The JSON answer's size limit names base64 only when base64 would help.
+// - The bounds of slice and cache_write hold for offsets near 2^63.
+// - Command-line values out of range are refused before anything starts.
+import net from 'node:net';
+import { check, checkEqual, http, main, postJson, runBonfire, startServe, stopProcess } from './harness.mjs';
+
+// The raw answer to a request written by hand (fetch will not send HEAD
+// bodies or odd paths as written).
+function rawRequest(port, text) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => s.end(text));
+    let got = '';
+    s.on('data', (d) => { got += d; });
+    s.on('end', () => resolve(got));
+    s.on('error', reject);
+  });
+}
+
+await main('http conventions', async () => {
+  const serve = await startServe([]);
+  try {
+    // HEAD: the GET's headers without its body.
+    const get = await http(serve.url, 'GET', '/api/v3/ops');
+    const head = await rawRequest(serve.port, 'HEAD /api/v3/ops HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    check(head.startsWith('HTTP/1.1 200'), `HEAD /api/v3/ops: ${head.slice(0, 200)}`);
+    const [headers, body] = head.split('\r\n\r\n');
+    checkEqual(/content-length: (\d+)/i.exec(headers)?.[1], String(Buffer.byteLength(get.text)), 'HEAD Content-Length');
+    checkEqual(body, '', 'HEAD body');
+
+    // The wrong method on a known path.
+    const wrong = await http(serve.url, 'GET', '/api/v3/graph');
+    checkEqual(wrong.status, 405, 'GET /api/v3/graph');
+    checkEqual(wrong.headers.get('allow'), 'POST', 'GET /api/v3/graph: Allow');
+    checkEqual(wrong.json?.code, 'method_not_allowed', 'GET /api/v3/graph: code');
+    const v1wrong = await http(serve.url, 'GET', '/v1/chat/completions');
+    checkEqual(v1wrong.status, 405, 'GET /v1/chat/completions');
+    checkEqual(typeof v1wrong.json?.error?.message, 'string', 'GET /v1/chat/completions: OpenAI error shape');
+    const v1missing = await http(serve.url, 'GET', '/v1/nothing');
+    checkEqual(v1missing.status, 404, 'GET /v1/nothing');
+    checkEqual(v1missing.json?.error?.code, 'not_found', 'GET /v1/nothing: OpenAI error shape');
+    checkEqual((await http(serve.url, 'GET', '/api/v3/nothing')).json?.code, 'not_found', 'GET /api/v3/nothing');
+
+    // A session name that needs escaping in a path.
+    const made = await postJson(serve.url, '/api/v3/graph', {
+      session: 'a b/c', nodes: [{ id: 'z', op: 'zeros', params: { shape: [2] } }], retain: { c: 'z' }, outputs: [] });
+    checkEqual(made.status, 200, `creating session "a b/c": ${made.text}`);
+    const freed = await http(serve.url, 'DELETE', '/api/v3/sessions/a%20b%2Fc');
+    checkEqual(freed.status, 200, `DELETE /api/v3/sessions/a%20b%2Fc: ${freed.text}`);
+    checkEqual(freed.json?.freed, 'a b/c', 'the freed session');
+    checkEqual((await http(serve.url, 'DELETE', '/api/v3/sessions/a%20b%2Fc')).status, 404, 'freed twice');
+    const bad = await rawRequest(serve.port, 'DELETE /api/v3/sessions/a%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    check(bad.startsWith('HTTP/1.1 400') && bad.includes('%-escape'), `a malformed escape: ${bad.slice(0, 300)}`);
+
+    // Any model name reaches the one model served, on both OpenAI endpoints.
+    for (const [p, extra] of [['/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }] }],
+                              ['/v1/completions', { prompt: 'Hi' }]]) {
+      const r = await postJson(serve.url, p, { model: 'gpt-4o', max_tokens: 2, ...extra });
+      checkEqual(r.status, 200, `${p} with model gpt-4o: ${r.text.slice(0, 300)}`);
+    }
+
+    // The JSON answer's limit suggests base64 only for outputs; a refusal
+    // for other reasons says nothing about it.
+    const axes = await postJson(serve.url, '/api/v3/graph', {
+      nodes: [{ id: 'z', op: 'zeros', params: { shape: [1, 1, 1, 1, 1, 1, 1, 1, 1] } }], outputs: ['z'] });
+    checkEqual(axes.json?.code, 'too_large', 'rank 9');
+    check(!axes.json.error.includes('b64'), `rank 9 mentions base64: ${axes.json.error}`);
+
+    // Offsets that once wrapped a bounds check (read back the server's
+    // memory; wrote before the cache and killed the process).
+    const slice = await postJson(serve.url, '/api/v3/graph', {
+      inputs: { x: { shape: [1, 4], data: [1, 2, 3, 4] } },
+      nodes: [{ id: 'a', op: 'slice', in: ['x'], params: { start: 9223372036854774784, length: 2048, axis: -1 } }],
+      outputs: ['a'] });
+    checkEqual(slice.status, 400, `slice at 2^63 - 1024: ${slice.text.slice(0, 300)}`);
+    const write = await postJson(serve.url, '/api/v3/graph', {
+      inputs: { v: { shape: [1024, 1], data: new Array(1024).fill(1e30) } },
+      nodes: [{ id: 'z', op: 'zeros', params: { shape: [4, 1] } },
+              { id: 'c', op: 'cache_write', in: ['z', 'v'], params: { offset: 9223372036854774784 } }],
+      outputs: ['c'] });
+    checkEqual(write.status, 400, `cache_write at 2^63 - 1024: ${write.text.slice(0, 300)}`);
+    checkEqual((await http(serve.url, 'GET', '/api/v3/ops')).status, 200, 'serve is still up');
+  } finally {
+    await stopProcess(serve);
+  }
+
+  // Values out of range on the command line.
+  for (const args of [['serve', '--port', '-1', '--no-model'], ['serve', '--port', '70000', '--no-model'],
+                      ['serve', '--verify-rate', 'nan', '--no-model'], ['serve', '--max-tokens', '-5', '--no-model'],
+                      ['generate', '--prompt', 'Hi', '--max-tokens', '-5'],
+                      ['generate', '--prompt', 'Hi', '--temperature', 'nan'],
+                      ['generate', '--prompt', 'Hi', '--ctx', '0'],
+                      ['worker', '--join', 'http://127.0.0.1:99999', '--no-reconnect']]) {
+    const r = runBonfire(args, { timeoutMs: 30000 });
+    check(r.code !== 0 && r.code !== null, `bonfire ${args.join(' ')}: exit ${r.code}`);
+    check(/range|port|number/i.test(r.stdout + r.stderr), `bonfire ${args.join(' ')}: ${r.stdout}${r.stderr}`);
+  }
+});
