@@ -168,7 +168,7 @@ std::string Metrics::render(const std::vector<Gauge>& gauges) const {
     sample(out, "bonfire_worker_events_total", prom_label("event", event), std::to_string(n));
 
   for (const auto& g : gauges) {
-    header(out, g.name, "gauge", g.help);
+    header(out, g.name, g.type, g.help);
     for (const auto& [labels, v] : g.values) sample(out, g.name, labels, prom_number(v));
   }
   return out;

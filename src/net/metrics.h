@@ -45,10 +45,13 @@ class Metrics {  // thread-safe
   void add_tokens(const std::string& kind, int64_t n);
   void count_worker_event(const std::string& event);  // bonfire_worker_events_total{event}
 
+  // A value computed at scrape time: a gauge, or a counter kept elsewhere
+  // (a count since start, named *_total).
   struct Gauge {
     std::string name, help;
     // labels (built with prom_label, e.g. worker="w1"; "" for none), value
     std::vector<std::pair<std::string, double>> values;
+    const char* type = "gauge";
   };
   // The text format 0.0.4: HELP and TYPE lines per family, histogram buckets
   // cumulative up to le="+Inf", then _sum and _count. `gauges` (workers

@@ -553,11 +553,12 @@ std::string Server::metrics_text() const {
   for (auto* g : {&sequences, &queued, &last, &occupancy}) gauges.push_back(*g);
   // Spot checks (net/verifier.h): counts since start, by outcome.
   const nlohmann::json v = verifier_->stats();
-  Metrics::Gauge checks{"bonfire_verify_checks", "spot checks of workers since start, by outcome", {}};
+  Metrics::Gauge checks{"bonfire_verify_checks_total", "spot checks of workers since start, by outcome", {}, "counter"};
   for (const char* r : {"passed", "failed", "inconclusive", "skipped"})
     checks.values.push_back({prom_label("result", r), v[r].get<double>()});
   gauges.push_back(checks);
-  gauges.push_back({"bonfire_verify_bans", "workers banned after a failed check since start", {{"", v["banned"].get<double>()}}});
+  gauges.push_back({"bonfire_verify_bans_total", "workers banned after a failed check since start",
+                    {{"", v["banned"].get<double>()}}, "counter"});
   return metrics_.render(gauges);
 }
 
