@@ -98,6 +98,7 @@ GenerateBody parse_generate_body(const json& body, int64_t vocab) {
     if (!m->is_string()) fail("model", "model must be a string");
     out.model = m->get<std::string>();
   }
+  if (find(body, "tokens") && find(body, "prompt")) fail("tokens", "give \"prompt\" or \"tokens\", not both");
   if (const json* t = find(body, "tokens")) {
     auto ids = token_list(*t, "tokens", vocab);
     if (!ids) fail("tokens", "tokens must be a non-empty list of token ids");

@@ -7,6 +7,7 @@
 // - /v1/* refusals before any endpoint runs (401, 404, 405) are in OpenAI's
 //   error shape, and any model name maps to the one served model on chat
 //   and completions alike.
+// - /api/v3/generate takes "prompt" or "tokens", not both.
 // - The JSON answer's size limit names base64 only when base64 would help.
 // - The bounds of slice and cache_write hold for offsets near 2^63.
 // - Command-line values out of range are refused before anything starts.
@@ -66,6 +67,11 @@ await main('http conventions', async () => {
       const r = await postJson(serve.url, p, { model: 'gpt-4o', max_tokens: 2, ...extra });
       checkEqual(r.status, 200, `${p} with model gpt-4o: ${r.text.slice(0, 300)}`);
     }
+
+    // A prompt given twice over is refused rather than half-read.
+    const both = await postJson(serve.url, '/api/v3/generate', { prompt: 'Hi', tokens: [1, 2], maxTokens: 2 });
+    checkEqual(both.status, 400, `prompt and tokens: ${both.text.slice(0, 300)}`);
+    check(both.json?.error?.includes('not both'), `prompt and tokens: ${both.text.slice(0, 300)}`);
 
     // The JSON answer's limit suggests base64 only for outputs; a refusal
     // for other reasons says nothing about it.
