@@ -25,6 +25,8 @@ const std::string kBin = BONFIRE_BINARY;
 constexpr const char* kCall = R"({"inputs": {"x": {"shape": [1], "data": [1]}}, "nodes": [{"id": "a", "op": "relu", "in": ["x"]}],
   "outputs": ["a"]})";
 
+std::string nested(size_t n) { return std::string(n, '[') + std::string(n, ']'); }
+
 class InputCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -69,6 +71,44 @@ TEST_F(InputCli, DirectoryWhereAFileBelongsIsNamed) {
     EXPECT_EQ(e.value("code", ""), "bad_graph") << args;
     EXPECT_EQ(message(e), is_dir) << args;
   }
+  auto [out, status] = bonfire("ir validate " + d);  // its own form: one line naming the file
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(out, is_dir + "\n");
+}
+
+TEST_F(InputCli, DeepJsonIsRefusedNotACrash) {
+  const std::string deep = nested(200000);
+  const std::string too_deep = "JSON nested deeper than 64 levels";
+  const std::string deep_file = write("deep.json", deep);
+
+  auto [out, status] = bonfire("ir validate " + deep_file);
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(out, deep_file + ": " + too_deep + "\n");
+
+  json call = json::parse(kCall);
+  std::string text = call.dump();
+  const std::string in_param = write("param.json", text.replace(text.find("\"in\""), 0, "\"params\": {\"k\": " + deep + "}, "));
+  text = call.dump();
+  const std::string in_bind = write("bind.json", text.insert(text.size() - 1, ", \"bind\": {\"k\": " + deep + "}"));
+  for (const std::string& file : {in_param, in_bind}) {
+    const json e = refusal("graph run " + file + " --session-dir ''");
+    EXPECT_EQ(message(e), file + ": " + too_deep) << file;
+  }
+  EXPECT_EQ(message(refusal("graph run - --session-dir '' < " + in_param)), "stdin: " + too_deep);
+  EXPECT_EQ(message(refusal("ir lower - < " + deep_file)), "stdin: " + too_deep);
+
+  // A session file of the folder is JSON from outside too.
+  fs::create_directories(dir_ / "sessions");
+  write("sessions/s.session.json", "{\"k\": " + deep + "}");
+  call["session"] = "s";
+  const std::string with_session = write("session.json", call.dump());
+  EXPECT_EQ(message(refusal("graph run " + with_session + " --session-dir " + (dir_ / "sessions").string())),
+            (dir_ / "sessions" / "s.session.json").string() + ": " + too_deep);
+
+  const std::string shapes = R"('{"input": [1, 128]}')";
+  EXPECT_EQ(message(refusal("kernel select " + qmoe() + " --shapes " + shapes + " --attrs @" + deep_file)),
+            deep_file + ": " + too_deep);
+  EXPECT_EQ(message(refusal("kernel select " + qmoe() + " --shapes '" + nested(100) + "'")), "--shapes: " + too_deep);
 }
 
 TEST_F(InputCli, PipeIsReadLikeAFile) {

@@ -9,8 +9,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/cli_util.h"
 #include "core/error.h"
-#include "core/file.h"
+#include "core/json_parse.h"
 #include "graph/executor.h"
 #include "graph/wire.h"
 
@@ -21,17 +22,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 json parse_binds(const std::vector<std::string>& binds) {
   json out = json::object();
   for (const auto& b : binds) {
     const auto eq = b.find('=');
     if (eq == std::string::npos || eq == 0) bad_graph("--bind takes k=v, got \"" + b + "\"");
-    const std::string v = b.substr(eq + 1);
-    try {
-      out[b.substr(0, eq)] = json::parse(v);
-    } catch (const json::exception&) {
-      out[b.substr(0, eq)] = v;
+    const std::string k = b.substr(0, eq), v = b.substr(eq + 1);
+    try {  // a JSON value (5, 2.5, true), else the text as a string
+      out[k] = parse_json(v, "--bind " + k, kCallJsonLimits);
+    } catch (const Error&) {
+      out[k] = v;
     }
   }
   return out;
@@ -49,7 +49,7 @@ fs::path session_path(const std::string& dir, const std::string& id) {
 void load_session(const std::string& dir, const std::string& id, Session* s, const Limits& limits) {
   const fs::path p = session_path(dir, id);
   if (!fs::exists(p)) return;
-  const json j = json::parse(read_file(p.string()));
+  const json j = parse_json_file(p.string(), kCallJsonLimits);
   for (const auto& [k, v] : j.items()) s->tensors[k] = tensor_from_json(v, "session tensor " + k, limits);
 }
 
@@ -116,12 +116,7 @@ int graph_run_command(const GraphRunOptions& opts) {
   if (!opts.session_dir.empty()) expire_sessions(opts.session_dir);
   json result;
   try {
-    json j;
-    try {
-      j = json::parse(opts.file == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(opts.file));
-    } catch (const json::parse_error& e) {
-      bad_graph(std::string("malformed JSON: ") + e.what());
-    }
+    const json j = read_json_input(opts.file, kCallJsonLimits);
     const json binds = parse_binds(opts.binds);
     SessionStore store;
     if (j.is_array()) {  // a sequence of calls sharing sessions
