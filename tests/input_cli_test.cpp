@@ -127,5 +127,26 @@ TEST_F(InputCli, PipeIsReadLikeAFile) {
   EXPECT_EQ(e.value("code", ""), "too_large") << e;
 }
 
+// The session folder may hold the user's own files: expiry removes only the
+// session files graph run writes (ID.session.json, and the .tmp of a write
+// that died), when idle long enough.
+TEST_F(InputCli, SessionExpiryRemovesOnlySessionFiles) {
+  const fs::path sessions = dir_ / "sessions";
+  fs::create_directories(sessions / "old_folder");
+  for (const char* name : {"old.session.json", "old.session.json.tmp", "fresh.session.json", "notes.txt"})
+    std::ofstream(sessions / name) << "{}";
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const char* name : {"old.session.json", "old.session.json.tmp", "notes.txt", "old_folder"})
+    fs::last_write_time(sessions / name, old);
+
+  auto [out, status] = bonfire("graph run " + write("call.json", kCall) + " --session-dir " + sessions.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_FALSE(fs::exists(sessions / "old.session.json"));
+  EXPECT_FALSE(fs::exists(sessions / "old.session.json.tmp"));
+  EXPECT_TRUE(fs::exists(sessions / "fresh.session.json"));  // not idle long enough
+  EXPECT_TRUE(fs::exists(sessions / "notes.txt"));
+  EXPECT_TRUE(fs::is_directory(sessions / "old_folder"));
+}
+
 }  // namespace
 }  // namespace bonfire
