@@ -127,6 +127,22 @@ TEST_F(InputCli, PipeIsReadLikeAFile) {
   EXPECT_EQ(e.value("code", ""), "too_large") << e;
 }
 
+TEST_F(InputCli, TokenizeNeedsTextOrFile) {
+  for (const std::string& args : {std::string(""), " --text a --file " + write("t.txt", "a")}) {
+    const json e = refusal("tokenize --model " + demo() + args);
+    EXPECT_EQ(message(e), "give --text TEXT or --file F (one of them)") << args;
+  }
+  auto [out, status] = bonfire("tokenize --model " + demo() + " --text ''");  // the empty text is a text
+  EXPECT_EQ(status, 0);
+  EXPECT_TRUE(json::parse(out, nullptr, false).is_array()) << out;
+}
+
+TEST_F(InputCli, BenchNeedsASubcommand) {
+  auto [out, status] = run_command(kBin + " bench 2>&1");
+  EXPECT_NE(status, 0);  // CLI11's usage error, as for graph, ir and kernel
+  EXPECT_NE(out.find("subcommand is required"), std::string::npos) << out;
+}
+
 // The session folder may hold the user's own files: expiry removes only the
 // session files graph run writes (ID.session.json, and the .tmp of a write
 // that died), when idle long enough.
