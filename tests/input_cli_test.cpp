@@ -143,6 +143,21 @@ TEST_F(InputCli, BenchNeedsASubcommand) {
   EXPECT_NE(out.find("subcommand is required"), std::string::npos) << out;
 }
 
+TEST_F(InputCli, TemplateNamesTheBadMessage) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"([{"content": "hi"}])", "messages[0].role is missing"},
+      {R"([{"role": "user", "content": "a"}, {"role": "assistant"}])", "messages[1].content is missing"},
+      {R"([{"role": 5, "content": "hi"}])", "messages[0].role must be a string"},
+      {R"([{"role": "user", "content": ["hi"]}])", "messages[0].content must be a string"},
+      {R"([1])", "messages[0] must be an object {role, content}"},
+      {R"({"role": "user", "content": "hi"})", "must be a JSON list of messages"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string m = write("m.json", text);
+    EXPECT_EQ(message(refusal("template --model " + demo() + " --messages " + m)), m + ": " + want) << text;
+  }
+}
+
 // The session folder may hold the user's own files: expiry removes only the
 // session files graph run writes (ID.session.json, and the .tmp of a write
 // that died), when idle long enough.

@@ -57,15 +57,26 @@ int detokenize(const Options& o) {
   });
 }
 
+// A list of objects with a string role and content (other keys, such as
+// tool_calls, pass on to the template). Checked first so that a missing field
+// is named here, not met by the template as "+ on undefined values".
+void check_messages(const nlohmann::ordered_json& messages, const std::string& file) {
+  if (!messages.is_array()) throw Error(ErrorCode::BadGraph, file + ": must be a JSON list of messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string at = file + ": messages[" + std::to_string(i) + "]";
+    if (!messages[i].is_object()) throw Error(ErrorCode::BadGraph, at + " must be an object {role, content}");
+    for (const char* key : {"role", "content"}) {
+      const auto v = messages[i].find(key);
+      if (v == messages[i].end()) throw Error(ErrorCode::BadGraph, at + "." + key + " is missing");
+      if (!v->is_string()) throw Error(ErrorCode::BadGraph, at + "." + key + " must be a string");
+    }
+  }
+}
+
 int render_template(const Options& o) {
   return guarded([&] {
-    nlohmann::ordered_json messages;
-    try {
-      messages = parse_ordered_json_file(o.messages);
-    } catch (const json::parse_error& e) {
-      throw Error(ErrorCode::BadGraph, o.messages + ": not valid JSON (" + e.what() + ")");
-    }
-    if (!messages.is_array()) throw Error(ErrorCode::BadGraph, o.messages + ": must be a JSON list of messages");
+    const nlohmann::ordered_json messages = parse_ordered_json_file(o.messages);
+    check_messages(messages, o.messages);
     nlohmann::ordered_json vars;
     auto tmpl = ModelFiles::open(o.model)->chat_template(&vars);
     if (!tmpl) throw Error(ErrorCode::BadGraph, o.model + ": the model has no chat template");
