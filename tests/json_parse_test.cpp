@@ -1,9 +1,12 @@
 // core/json_parse: the bounded parser every outside document goes through.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/json_parse.h"
 
 namespace bonfire {
@@ -59,6 +62,29 @@ TEST(JsonParse, BoundedTextCutsAtACharacter) {
 TEST(JsonParse, DumpReplacesInvalidUtf8) {
   nlohmann::json j = std::string("a\xff" "b");
   EXPECT_EQ(dump_json(j), "\"a\xef\xbf\xbd" "b\"");
+}
+
+std::string file_refusal(const std::string& path, const JsonLimits& limits = {}) {
+  try {
+    parse_json_file(path, limits);
+  } catch (const Error& e) {
+    return std::string(error_code_name(e.code)) + ": " + e.what();
+  }
+  return "accepted";
+}
+
+TEST(JsonParse, FilesAreReadUnderTheLimit) {
+  // A directory opens like a file that reads empty; it is named instead.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  EXPECT_EQ(file_refusal(dir), "bad_graph: " + dir + " is a directory");
+  // A device or pipe has no size to check first: it is read as a stream, and
+  // stopped at the limit.
+  EXPECT_EQ(file_refusal("/dev/zero", JsonLimits{64, 1000}), "too_large: /dev/zero: over the limit of 1000 bytes");
+  EXPECT_EQ(file_refusal("/dev/null").rfind("bad_graph: /dev/null: malformed JSON: ", 0), 0u);  // read, and empty
+  std::istringstream in(std::string(1001, ' '));
+  EXPECT_THROW(read_stream(in, "stdin", 1000), Error);
+  std::istringstream fits(std::string(1000, ' '));
+  EXPECT_EQ(read_stream(fits, "stdin", 1000).size(), 1000u);
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ int bench_load(const std::string& dir, double gib) {
 
 std::function<int()> add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "benchmarks, each beside its reference from the same run");
+  bench->require_subcommand(1);  // as graph, ir and kernel: alone it would do nothing and exit 0
   auto* load = bench->add_subcommand("load", "open a large safetensors file vs reading it through");
   auto dir = std::make_shared<std::string>((fs::temp_directory_path() / "bonfire-bench").string());
   auto gib = std::make_shared<double>(1.0);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "graph/wire.h"
 
 namespace bonfire {
@@ -38,6 +39,11 @@ CLI::Validator finite_range(double lo, double hi) {
         return {};
       },
       "NUMBER in " + range.str());
+}
+
+json read_json_input(const std::string& file, const JsonLimits& limits) {
+  if (file != "-") return parse_json_file(file, limits);
+  return parse_json(read_stream(std::cin, "stdin", limits.max_bytes), "stdin", limits);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {

@@ -1,11 +1,15 @@
 // Small pieces every command shares: errors as PROTOCOL.md's error JSON with
-// exit status 1, and the "1,2,3" id lists of --tokens.
+// exit status 1, JSON read from a file or stdin, and the "1,2,3" id lists of
+// --tokens.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "core/json_parse.h"
 
 namespace bonfire {
 
@@ -16,6 +20,10 @@ int guarded(const std::function<void()>& fn);
 // CLI::Range for a floating-point option that also refuses NaN (every
 // comparison with NaN is false, so CLI::Range lets it through).
 CLI::Validator finite_range(double lo, double hi);
+
+// The JSON of FILE, or of stdin when FILE is "-", through core/json_parse's
+// bounds (a document nested too deep is refused, never a crash).
+nlohmann::json read_json_input(const std::string& file, const JsonLimits& limits = {});
 
 // "1, 2,3" → ids; anything else is bad_graph naming the item.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);

@@ -9,8 +9,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/cli_util.h"
 #include "core/error.h"
-#include "core/file.h"
+#include "core/json_parse.h"
 #include "graph/executor.h"
 #include "graph/wire.h"
 
@@ -21,35 +22,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 json parse_binds(const std::vector<std::string>& binds) {
   json out = json::object();
   for (const auto& b : binds) {
     const auto eq = b.find('=');
     if (eq == std::string::npos || eq == 0) bad_graph("--bind takes k=v, got \"" + b + "\"");
-    const std::string v = b.substr(eq + 1);
-    try {
-      out[b.substr(0, eq)] = json::parse(v);
-    } catch (const json::exception&) {
-      out[b.substr(0, eq)] = v;
+    const std::string k = b.substr(0, eq), v = b.substr(eq + 1);
+    try {  // a JSON value (5, 2.5, true), else the text as a string
+      out[k] = parse_json(v, "--bind " + k, kCallJsonLimits);
+    } catch (const Error&) {
+      out[k] = v;
     }
   }
   return out;
 }
 
-// A session's tensors on disk: one JSON file, replaced atomically so a failed
-// run never leaves a partial file.
+// A session's tensors on disk: one JSON file, replaced atomically (written to
+// NAME.tmp, then renamed) so a failed run never leaves a partial file.
+constexpr const char* kSessionSuffix = ".session.json";
+constexpr const char* kTmpSuffix = ".tmp";
+
 fs::path session_path(const std::string& dir, const std::string& id) {
   for (char c : id)
     if (!(std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'))
       bad_graph("session id \"" + id + "\" cannot name a file (use letters, digits, - _ .)");
-  return fs::path(dir) / (id + ".session.json");
+  return fs::path(dir) / (id + kSessionSuffix);
 }
 
 void load_session(const std::string& dir, const std::string& id, Session* s, const Limits& limits) {
   const fs::path p = session_path(dir, id);
   if (!fs::exists(p)) return;
-  const json j = json::parse(read_file(p.string()));
+  const json j = parse_json_file(p.string(), kCallJsonLimits);
   for (const auto& [k, v] : j.items()) s->tensors[k] = tensor_from_json(v, "session tensor " + k, limits);
 }
 
@@ -58,7 +61,7 @@ void save_session(const std::string& dir, const std::string& id, const Session& 
   const fs::path p = session_path(dir, id);
   json j = json::object();
   for (const auto& [k, t] : s.tensors) j[k] = tensor_to_json(t, /*b64=*/true);
-  const fs::path tmp = p.string() + ".tmp";
+  const fs::path tmp = p.string() + kTmpSuffix;
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << j.dump();
@@ -70,11 +73,21 @@ void save_session(const std::string& dir, const std::string& id, const Session& 
 // Sessions idle longer than this are deleted (PROTOCOL.md: sessions expire).
 constexpr auto kSessionIdle = std::chrono::minutes(30);
 
+// Only the files save_session writes: the folder may be one the user keeps
+// other things in (--session-dir .), and those are not ours to delete.
+bool is_session_file(const fs::directory_entry& e) {
+  std::error_code ec;
+  if (!e.is_regular_file(ec)) return false;
+  const std::string name = e.path().filename().string();
+  return name.ends_with(kSessionSuffix) || name.ends_with(std::string(kSessionSuffix) + kTmpSuffix);
+}
+
 void expire_sessions(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   const auto now = fs::file_time_type::clock::now();
   for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!is_session_file(e)) continue;
     const auto age = now - e.last_write_time(ec);
     if (!ec && age > kSessionIdle) fs::remove(e.path(), ec);
   }
@@ -116,12 +129,7 @@ int graph_run_command(const GraphRunOptions& opts) {
   if (!opts.session_dir.empty()) expire_sessions(opts.session_dir);
   json result;
   try {
-    json j;
-    try {
-      j = json::parse(opts.file == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(opts.file));
-    } catch (const json::parse_error& e) {
-      bad_graph(std::string("malformed JSON: ") + e.what());
-    }
+    const json j = read_json_input(opts.file, kCallJsonLimits);
     const json binds = parse_binds(opts.binds);
     SessionStore store;
     if (j.is_array()) {  // a sequence of calls sharing sessions

@@ -39,18 +39,13 @@ struct Options {
   int64_t window = 0;
 };
 
-json read_json_file(const std::string& path) {
-  const std::string text = path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path);
-  return parse_json(text, path);
-}
-
 int from_hf(const Options& o) {
   return guarded([&] { std::cout << ir::in_reading_order(ir::ir_for_model(*ModelFiles::open(o.path))).dump(2) << "\n"; });
 }
 
 int lower(const Options& o) {
   return guarded([&] {
-    const json doc = read_json_file(o.file);
+    const json doc = read_json_input(o.file);
     ir::LowerOptions lo;
     lo.mode = o.mode;
     lo.tokens = o.tokens_n;

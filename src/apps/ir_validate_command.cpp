@@ -1,14 +1,11 @@
 #include "apps/ir_validate_command.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/error.h"
+#include "core/json_parse.h"
 #include "ir/validate.h"
 #include "model/model_files.h"
 
@@ -21,26 +18,13 @@ struct Options {
 };
 
 int validate(const Options& o) {
-  if (std::filesystem::is_directory(o.file)) {
-    std::cout << o.file << ": cannot read the file: it is a directory\n";
-    return 1;
-  }
-  std::ifstream in(o.file, std::ios::binary);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) {
-    std::cout << o.file << ": cannot read the file: " << std::strerror(errno) << "\n";
-    return 1;
-  }
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 3, column 7: ..." without the tag.
-    std::string what = e.what();
-    if (const size_t at = what.find("] "); what.rfind("[json.exception", 0) == 0 && at != std::string::npos)
-      what = what.substr(at + 2);
-    std::cout << o.file << ": not JSON: " << what << " (byte " << e.byte << ")\n";
+    // "PATH is a directory", "PATH: cannot be read (REASON)", "PATH: malformed
+    // JSON: parse error at line 3, column 7: ...", "PATH: JSON nested deeper ...".
+    doc = parse_json_file(o.file);
+  } catch (const Error& e) {
+    std::cout << e.what() << "\n";
     return 1;
   }
   std::unique_ptr<WeightStore> weights;

@@ -7,7 +7,7 @@
 #include "apps/cli_util.h"
 #include "apps/compute_options.h"
 #include "core/error.h"
-#include "core/file.h"
+#include "core/json_parse.h"
 #include "core/threads.h"
 #include "graph/wire.h"
 #include "kernels/case_dir.h"
@@ -34,12 +34,8 @@ struct Options {
 
 // Inline JSON, or @FILE.
 json json_arg(const std::string& text, const std::string& what) {
-  const std::string src = !text.empty() && text[0] == '@' ? read_file(text.substr(1)) : text;
-  try {
-    return json::parse(src);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::BadGraph, what + ": not JSON: " + e.what());
-  }
+  if (!text.empty() && text[0] == '@') return parse_json_file(text.substr(1));
+  return parse_json(text, what);
 }
 
 kernels::Device device_of(const Options& o) {
@@ -254,7 +250,7 @@ std::function<int()> add_kernel_commands(CLI::App& app) {
       return guarded([&] {
         device_of(*o);  // refuses a malformed file before printing it
         if (o->device.empty()) std::cout << kernels::cpu_device_text();
-        else std::cout << json::parse(read_file(o->device)).dump(2) << "\n";
+        else std::cout << parse_json_file(o->device).dump(2) << "\n";
       });
     return -1;
   };

@@ -24,10 +24,11 @@ struct Options {
 };
 
 
-int tokenize(const Options& o) {
+// has_text, has_file: whether each was given (--text "" is a text, the empty one).
+int tokenize(const Options& o, bool has_text, bool has_file) {
   return guarded([&] {
-    if (!o.text.empty() && !o.file.empty()) throw Error(ErrorCode::BadGraph, "give --text or --file, not both");
-    const std::string input = o.file.empty() ? o.text : read_file(o.file);
+    if (has_text == has_file) throw Error(ErrorCode::BadGraph, "give --text TEXT or --file F (one of them)");
+    const std::string input = has_file ? read_file(o.file) : o.text;
     auto tok = ModelFiles::open(o.model)->tokenizer();
     if (!o.lines) {
       std::cout << json(tok->encode(input, !o.no_special)).dump() << "\n";
@@ -56,15 +57,26 @@ int detokenize(const Options& o) {
   });
 }
 
+// A list of objects with a string role and content (other keys, such as
+// tool_calls, pass on to the template). Checked first so that a missing field
+// is named here, not met by the template as "+ on undefined values".
+void check_messages(const nlohmann::ordered_json& messages, const std::string& file) {
+  if (!messages.is_array()) throw Error(ErrorCode::BadGraph, file + ": must be a JSON list of messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string at = file + ": messages[" + std::to_string(i) + "]";
+    if (!messages[i].is_object()) throw Error(ErrorCode::BadGraph, at + " must be an object {role, content}");
+    for (const char* key : {"role", "content"}) {
+      const auto v = messages[i].find(key);
+      if (v == messages[i].end()) throw Error(ErrorCode::BadGraph, at + "." + key + " is missing");
+      if (!v->is_string()) throw Error(ErrorCode::BadGraph, at + "." + key + " must be a string");
+    }
+  }
+}
+
 int render_template(const Options& o) {
   return guarded([&] {
-    nlohmann::ordered_json messages;
-    try {
-      messages = parse_ordered_json_file(o.messages);
-    } catch (const json::parse_error& e) {
-      throw Error(ErrorCode::BadGraph, o.messages + ": not valid JSON (" + e.what() + ")");
-    }
-    if (!messages.is_array()) throw Error(ErrorCode::BadGraph, o.messages + ": must be a JSON list of messages");
+    const nlohmann::ordered_json messages = parse_ordered_json_file(o.messages);
+    check_messages(messages, o.messages);
     nlohmann::ordered_json vars;
     auto tmpl = ModelFiles::open(o.model)->chat_template(&vars);
     if (!tmpl) throw Error(ErrorCode::BadGraph, o.model + ": the model has no chat template");
@@ -78,8 +90,8 @@ std::function<int()> add_model_commands(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* tok = app.add_subcommand("tokenize", "token ids of a text, as a JSON array");
   tok->add_option("--model", o->model, "model folder (tokenizer files suffice) or GGUF file")->required();
-  tok->add_option("--text", o->text, "the text");
-  tok->add_option("--file", o->file, "read the text from a file");
+  auto* text = tok->add_option("--text", o->text, "the text");
+  auto* file = tok->add_option("--file", o->file, "read the text from a file");
   tok->add_flag("--lines", o->lines, "one array per input line");
   tok->add_flag("--no-special", o->no_special, "without the special tokens the post-processor adds");
 
@@ -93,8 +105,8 @@ std::function<int()> add_model_commands(CLI::App& app) {
   tmpl->add_option("--messages", o->messages, "JSON file: [{\"role\", \"content\"}, ...]")->required();
   tmpl->add_flag("--generation-prompt", o->generation_prompt, "end with the assistant's turn opening");
 
-  return [o, tok, detok, tmpl]() -> int {
-    if (*tok) return tokenize(*o);
+  return [o, tok, text, file, detok, tmpl]() -> int {
+    if (*tok) return tokenize(*o, text->count() > 0, file->count() > 0);
     if (*detok) return detokenize(*o);
     if (*tmpl) return render_template(*o);
     return -1;

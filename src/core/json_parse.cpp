@@ -1,10 +1,9 @@
 #include "core/json_parse.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace bonfire {
 
@@ -43,21 +42,6 @@ Json parse_bounded(std::string_view text, const std::string& what, const JsonLim
   }
 }
 
-std::string read_bounded(const std::string& path, size_t max_bytes) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
-  if (size > max_bytes)
-    throw Error(ErrorCode::TooLarge, path + ": " + std::to_string(size) + " bytes of JSON, over the limit of " +
-                                         std::to_string(max_bytes));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::BadGraph, path + ": cannot be read");
-  std::string s(static_cast<size_t>(size), '\0');
-  f.read(s.data(), static_cast<std::streamsize>(s.size()));
-  s.resize(static_cast<size_t>(f.gcount()));
-  return s;
-}
-
 }  // namespace
 
 std::string json_error_text(const std::exception& e) {
@@ -84,11 +68,11 @@ nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::stri
 }
 
 nlohmann::json parse_json_file(const std::string& path, const JsonLimits& limits) {
-  return parse_json(read_bounded(path, limits.max_bytes), path, limits);
+  return parse_json(read_file(path, limits.max_bytes), path, limits);
 }
 
 nlohmann::ordered_json parse_ordered_json_file(const std::string& path, const JsonLimits& limits) {
-  return parse_ordered_json(read_bounded(path, limits.max_bytes), path, limits);
+  return parse_ordered_json(read_file(path, limits.max_bytes), path, limits);
 }
 
 std::optional<int64_t> whole_number(const nlohmann::json& v, int64_t limit) {

@@ -23,7 +23,8 @@ struct JsonLimits {
 nlohmann::json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits = {});
 nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& what,
                                           const JsonLimits& limits = {});
-// Reads PATH (at most limits.max_bytes) and parses it; `what` defaults to the path.
+// Reads PATH (core/file.h: at most limits.max_bytes; a pipe works too) and
+// parses it; `what` is the path.
 nlohmann::json parse_json_file(const std::string& path, const JsonLimits& limits = {});
 nlohmann::ordered_json parse_ordered_json_file(const std::string& path, const JsonLimits& limits = {});
 

@@ -234,7 +234,7 @@ Call Call::parse(const json& j, const Limits& limits, std::map<std::string, Tens
 }
 
 Call Call::parse_text(const std::string& text, const Limits& limits) {
-  return parse(parse_json(text, "graph call", JsonLimits{64, SIZE_MAX}), limits);
+  return parse(parse_json(text, "graph call", kCallJsonLimits), limits);
 }
 
 }  // namespace bonfire

@@ -11,11 +11,17 @@
 #include <vector>
 
 #include "core/expr.h"
+#include "core/json_parse.h"
 #include "core/tensor.h"
 #include "graph/limits.h"
 #include "ops/op.h"
 
 namespace bonfire {
+
+// A graph call's JSON: nested no deeper than core's default, of any size
+// (inline tensors can be large; Limits bound what the call holds, and a
+// server bounds its body before this).
+inline constexpr JsonLimits kCallJsonLimits{64, SIZE_MAX};
 
 // What a node input names: a call input, a weight ("w:"), a session tensor
 // ("s:") or an earlier node.
