@@ -148,7 +148,7 @@ TEST_F(InputCli, TemplateNamesTheBadMessage) {
       {R"([{"content": "hi"}])", "messages[0].role is missing"},
       {R"([{"role": "user", "content": "a"}, {"role": "assistant"}])", "messages[1].content is missing"},
       {R"([{"role": 5, "content": "hi"}])", "messages[0].role must be a string"},
-      {R"([{"role": "user", "content": ["hi"]}])", "messages[0].content must be a string"},
+      {R"([{"role": "user", "content": 5}])", "messages[0].content must be a string, null or a list of parts"},
       {R"([1])", "messages[0] must be an object {role, content}"},
       {R"({"role": "user", "content": "hi"})", "must be a JSON list of messages"},
   };
@@ -156,6 +156,14 @@ TEST_F(InputCli, TemplateNamesTheBadMessage) {
     const std::string m = write("m.json", text);
     EXPECT_EQ(message(refusal("template --model " + demo() + " --messages " + m)), m + ": " + want) << text;
   }
+  // An assistant turn that only calls tools has a null content (as
+  // transformers writes it): the template decides what to do with it (the
+  // demo's, which has no tools, cannot add null to a string).
+  const std::string tools = write("m.json", R"([{"role": "user", "content": "hi"},
+    {"role": "assistant", "content": null, "tool_calls": []}, {"role": "user", "content": "again"}])");
+  const std::string why = message(refusal("template --model " + demo() + " --messages " + tools));
+  EXPECT_EQ(why.find("messages[1]"), std::string::npos) << why;
+  EXPECT_NE(why.find("null"), std::string::npos) << why;
 }
 
 // The session folder may hold the user's own files: expiry removes only the

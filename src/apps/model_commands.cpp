@@ -57,9 +57,11 @@ int detokenize(const Options& o) {
   });
 }
 
-// A list of objects with a string role and content (other keys, such as
-// tool_calls, pass on to the template). Checked first so that a missing field
-// is named here, not met by the template as "+ on undefined values".
+// A list of objects with a string role and a content: a string, or the null
+// of an assistant turn that only calls tools, or a list of parts (templates
+// that take them iterate over it); other keys, such as tool_calls, pass on to
+// the template. Checked first so that a missing field is named here, not met
+// by the template as "+ on undefined values".
 void check_messages(const nlohmann::ordered_json& messages, const std::string& file) {
   if (!messages.is_array()) throw Error(ErrorCode::BadGraph, file + ": must be a JSON list of messages");
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -68,7 +70,10 @@ void check_messages(const nlohmann::ordered_json& messages, const std::string& f
     for (const char* key : {"role", "content"}) {
       const auto v = messages[i].find(key);
       if (v == messages[i].end()) throw Error(ErrorCode::BadGraph, at + "." + key + " is missing");
-      if (!v->is_string()) throw Error(ErrorCode::BadGraph, at + "." + key + " must be a string");
+      const bool content = key == std::string("content");
+      if (!v->is_string() && !(content && (v->is_null() || v->is_array())))
+        throw Error(ErrorCode::BadGraph, at + "." + key + (content ? " must be a string, null or a list of parts"
+                                                                   : " must be a string"));
     }
   }
 }
