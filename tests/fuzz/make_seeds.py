@@ -51,6 +51,14 @@ def graph():
     put("graph", "b64.json", '{"encoding": "b64", "inputs": {"a": {"shape": [2], "b64": "AACAPwAAAEA="}}, '
         '"weights": {"w": {"shape": [1], "data": ["NaN"]}}, '
         '"nodes": [{"id": "y", "op": "mul", "in": ["a", "w:w"]}], "outputs": ["y"]}')
+    # Offsets near 2^63 that once wrapped slice's and cache_write's bounds checks.
+    put("graph", "slice_wrap.json", '{"inputs": {"x": {"shape": [1, 4], "data": [1, 2, 3, 4]}}, '
+        '"nodes": [{"id": "a", "op": "slice", "in": ["x"], '
+        '"params": {"start": 9223372036854774784, "length": 2048, "axis": -1}}], "outputs": ["a"]}')
+    put("graph", "cache_write_wrap.json", '{"session": "t", "bind": {"pos": 9223372036854774784}, '
+        '"inputs": {"v": {"shape": [2, 1], "data": [7, 7]}}, '
+        '"nodes": [{"id": "z", "op": "zeros", "params": {"shape": [4, 1]}}, '
+        '{"id": "c", "op": "cache_write", "in": ["z", "v"], "params": {"offset": "pos"}}], "outputs": ["c"]}')
     exprs = ["pos + 1", "ceilDiv(pos, 4) * 4 if pos > 0 else 1", "min(max(x[0], 2), attrs.k) / 3",
              "has(attrs, \"k\") and not flag or len(s) == 4", "pow2ceil(numel(shape)) - dim(shape, -1)",
              "sqrt(abs(n)) + log(exp(1)) + rsqrt(4) + tanh(0.5) + sigmoid(y) + silu(x) + softplus(30)",
@@ -305,8 +313,8 @@ def http():
 
 # ---- dictionaries: tests/fuzz/<target>.dict (libFuzzer's -dict) ----
 JSON_TOKENS = ['{', '}', '[', ']', ':', ',', '""', '"', 'true', 'false', 'null', '-0', '1e308', '-1e-308',
-               '18446744073709551615', '9223372036854775808', '-9223372036854775809', '0.5', '\\u0000',
-               '\\ud800', '\\"', '\\\\']
+               '18446744073709551615', '9223372036854775808', '9223372036854774784', '2147483648',
+               '-9223372036854775809', '0.5', '\\u0000', '\\ud800', '\\"', '\\\\']
 EXPR_TOKENS = ['+', '-', '*', '/', '%', '==', '!=', '<=', '>=', ' and ', ' or ', 'not ', '&&', '||', '!', ' if ',
                ' else ', '(', ')', '.', "'", 'min(', 'max(', 'floor(', 'ceil(', 'round(', 'abs(', 'sqrt(',
                'exp(', 'log(', 'pow(', 'ceilDiv(', 'pow2ceil(', 'rsqrt(', 'tanh(', 'sigmoid(', 'silu(',
