@@ -52,13 +52,14 @@ int lower(const Options& o) {
     lo.ctx = o.ctx;
     lo.all_logits = o.all_logits;
     std::unique_ptr<ModelFiles> files;
-    WeightStore weights;
+    WeightStore store;
     if (!o.model.empty()) {
       files = ModelFiles::open(o.model);
-      weights = files->weights();
+      store = files->weights();
     }
-    ir::require_valid_ir(doc, o.model.empty() ? nullptr : &weights, o.file);
-    std::cout << ir::lower(doc, lo, o.model.empty() ? nullptr : &weights).dump(1) << "\n";
+    const WeightStore* weights = o.model.empty() ? nullptr : &store;
+    ir::require_valid_ir(doc, weights, o.file);
+    std::cout << ir::lower(doc, lo, weights).dump(1) << "\n";
   });
 }
 
@@ -76,7 +77,7 @@ int generate(const Options& o) {
     req.stop = o.stop;
     req.ignore_eos = o.ignore_eos;
     req.sampling = {o.temperature, o.top_k, o.top_p, o.seed, o.repetition_penalty, o.presence_penalty, o.penalty_window};
-    if (o.top_p == 0) req.sampling.top_p = 1, req.sampling.top_k = 1;  // as the API reads topP 0
+    req.sampling.set_top_p(o.top_p);
     ir::TokenCallback print;
     if (!o.json_out)
       print = [](int32_t, const std::string& piece) {

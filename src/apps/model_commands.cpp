@@ -66,15 +66,14 @@ void check_messages(const nlohmann::ordered_json& messages, const std::string& f
   if (!messages.is_array()) throw Error(ErrorCode::BadGraph, file + ": must be a JSON list of messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string at = file + ": messages[" + std::to_string(i) + "]";
-    if (!messages[i].is_object()) throw Error(ErrorCode::BadGraph, at + " must be an object {role, content}");
-    for (const char* key : {"role", "content"}) {
-      const auto v = messages[i].find(key);
-      if (v == messages[i].end()) throw Error(ErrorCode::BadGraph, at + "." + key + " is missing");
-      const bool content = key == std::string("content");
-      if (!v->is_string() && !(content && (v->is_null() || v->is_array())))
-        throw Error(ErrorCode::BadGraph, at + "." + key + (content ? " must be a string, null or a list of parts"
-                                                                   : " must be a string"));
-    }
+    const auto& m = messages[i];
+    if (!m.is_object()) throw Error(ErrorCode::BadGraph, at + " must be an object {role, content}");
+    if (!m.contains("role")) throw Error(ErrorCode::BadGraph, at + ".role is missing");
+    if (!m["role"].is_string()) throw Error(ErrorCode::BadGraph, at + ".role must be a string");
+    if (!m.contains("content")) throw Error(ErrorCode::BadGraph, at + ".content is missing");
+    const auto& content = m["content"];
+    if (!content.is_string() && !content.is_null() && !content.is_array())
+      throw Error(ErrorCode::BadGraph, at + ".content must be a string, null or a list of parts");
   }
 }
 

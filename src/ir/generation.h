@@ -28,6 +28,13 @@ struct SamplingParams {
   double repetition_penalty = 1;
   double presence_penalty = 0;
   int64_t penalty_window = 64;
+
+  // top_p as clients give it, in [0, 1]: 0 keeps only the most likely token,
+  // which the sampler (top_p in (0, 1]) takes as top_k 1. Set after top_k.
+  void set_top_p(double p) {
+    top_p = p == 0 ? 1 : p;
+    if (p == 0) top_k = 1;
+  }
 };
 
 // The `sample` op's params for these settings (defaults left out).

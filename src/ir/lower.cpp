@@ -42,13 +42,13 @@ void Lowerer::fail(const std::string& message) const {
 
 std::string Lowerer::emit(const std::string& op, const std::vector<std::string>& in, json params,
                           const std::string& hint) {
+  if (const int64_t most = Limits().max_nodes; static_cast<int64_t>(nodes_.size()) >= most)
+    throw Error(ErrorCode::TooLarge, "the lowered graph would have more than " + std::to_string(most) +
+                                         " nodes, the most a graph call may have (graph/limits.h)");
   std::string base = (layer_ >= 0 ? "L" + std::to_string(layer_) : in_head_ ? std::string("H") : std::string("E")) +
                      "." + (hint.empty() ? op : hint);
   const int n = id_counts_[base]++;
   const std::string id = n == 0 ? base : base + "." + std::to_string(n);
-  if (static_cast<int64_t>(nodes_.size()) >= Limits().max_nodes)
-    throw Error(ErrorCode::TooLarge, "the lowered graph would have more than " + std::to_string(Limits().max_nodes) +
-                                         " nodes, the most a graph call may have (graph/limits.h)");
   json node = {{"id", id}, {"op", op}, {"in", in}};
   if (!params.empty()) node["params"] = std::move(params);
   nodes_.push_back(std::move(node));

@@ -158,16 +158,13 @@ void refuse_unsupported(const json& body) {
 
 void parse_sampling(const json& body, ir::SamplingParams& s) {
   s.temperature = number_in(body, "temperature", 0, 2, 1);
-  s.top_p = number_in(body, "top_p", 0, 1, 1);
+  const double top_p = number_in(body, "top_p", 0, 1, 1);
   if (const json* k = field(body, "top_k")) {
     auto v = as_int64(*k);
     if (!v) fail("top_k", "top_k must be an integer (0 or less: off)");
     s.top_k = std::max<int64_t>(*v, 0);
   }
-  if (s.top_p == 0) {
-    s.top_p = 1;
-    s.top_k = 1;
-  }
+  s.set_top_p(top_p);
   s.seed = fields::seed(body, "seed", std::nullopt);  // absent: a fresh sample per request
   s.presence_penalty = number_in(body, "presence_penalty", -2, 2, 0);
   if (number_in(body, "frequency_penalty", -2, 2, 0) != 0)
@@ -295,12 +292,15 @@ json openai_usage_chunk(const OpenAiCall& call, const ir::GenerateResult& result
 }
 
 json openai_error(const Error& e) {
-  const bool client = error_http_status(e.code) < 500;
+  return openai_error(e.what(), error_code_name(e.code), error_http_status(e.code), e.node);
+}
+
+json openai_error(const std::string& message, const std::string& code, int status, const std::string& param) {
   return {{"error",
-           {{"message", bounded_text(e.what(), 2048)},
-            {"type", client ? "invalid_request_error" : "server_error"},
-            {"param", e.node.empty() ? json(nullptr) : json(bounded_text(e.node, 256))},
-            {"code", error_code_name(e.code)}}}};
+           {{"message", bounded_text(message, 2048)},
+            {"type", status < 500 ? "invalid_request_error" : "server_error"},
+            {"param", param.empty() ? json(nullptr) : json(bounded_text(param, 256))},
+            {"code", code}}}};
 }
 
 json openai_models(const std::vector<std::string>& ids, int64_t created) {

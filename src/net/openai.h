@@ -122,6 +122,10 @@ nlohmann::json openai_usage_chunk(const OpenAiCall& call, const ir::GenerateResu
 // bonfire's code string ("bad_graph", ...). The HTTP status stays
 // error_http_status(e.code).
 nlohmann::json openai_error(const Error& e);
+// The same shape for a refusal that is no Error code (the router's
+// "not_found", "method_not_allowed", "unauthorized": all 4xx).
+nlohmann::json openai_error(const std::string& message, const std::string& code, int status,
+                            const std::string& param = {});
 
 // GET /v1/models: {"object": "list", "data": [{id, object: "model", created,
 // owned_by: "bonfire"}]}.

@@ -114,11 +114,7 @@ GenerateBody parse_generate_body(const json& body, int64_t vocab) {
   ir::SamplingParams& s = g.sampling;
   s.temperature = number_in(body, "temperature", 0, 2, 0);
   s.top_k = integer_in(body, "topK", 0, std::numeric_limits<int32_t>::max(), 0);
-  s.top_p = number_in(body, "topP", 0, 1, 1);
-  if (s.top_p == 0) {  // only the most likely token: the sampler takes top_p in (0, 1]
-    s.top_p = 1;
-    s.top_k = 1;
-  }
+  s.set_top_p(number_in(body, "topP", 0, 1, 1));
   s.seed = seed(body, "seed", 0.0);
   if (const json* r = find(body, "repetitionPenalty")) {
     s.repetition_penalty = r->is_number() ? r->get<double>() : NAN;

@@ -205,50 +205,55 @@ void Server::handle(const HttpRequest& req, HttpResponder& res) {
 
 // The coordinator's endpoints, one row each: a request runs the first row
 // whose method and path match (the whole path, or its start for a prefix
-// row); HEAD runs a GET row without sending the body. `open` rows answer
-// without an API key: the page and its files, the manifest, /metrics.
-// `label` names the endpoint in /metrics.
+// row); HEAD runs a GET row without sending the body. `label` names the
+// endpoint in /metrics.
 struct Server::Route {
+  enum Access {
+    kOpen,        // no API key: the page and its files, the manifest, /metrics
+    kKey,         // serve --api-key's keys, when it has any
+    kKeyOrToken,  // or the network's worker token: a worker fetching a model's files
+  };
   const char* method;
   const char* path;
-  bool prefix, open;
+  bool prefix;
+  Access access;
   const char* label;
   void (*run)(Server& s, const HttpRequest& req, HttpResponder& res);
 };
 
 const std::vector<Server::Route>& Server::routes() {
+  using enum Route::Access;
   static const std::vector<Route> kRoutes = {
-      {"GET", "/", false, true, "/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
-      {"GET", "/web/", true, true, "/web/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
-      {"GET", "/lend", false, true, "/lend", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
-      {"GET", "/wasm/", true, true, "/wasm/", [](Server& s, auto& q, auto& r) { s.wasm(q, r); }},
-      {"GET", "/metrics", false, true, "/metrics",
+      {"GET", "/", false, kOpen, "/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/web/", true, kOpen, "/web/", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/lend", false, kOpen, "/lend", [](Server& s, auto& q, auto& r) { s.web(q, r); }},
+      {"GET", "/wasm/", true, kOpen, "/wasm/", [](Server& s, auto& q, auto& r) { s.wasm(q, r); }},
+      {"GET", "/metrics", false, kOpen, "/metrics",
        [](Server& s, auto&, auto& r) { r.send(200, s.metrics_text(), "text/plain; version=0.0.4"); }},
-      {"GET", "/api/v3/ops", false, true, "/api/v3/ops",
+      {"GET", "/api/v3/ops", false, kOpen, "/api/v3/ops",
        [](Server&, auto&, auto& r) { r.send(200, std::string(spec::ops_manifest_text())); }},
-      {"POST", "/api/v3/graph", false, false, "/api/v3/graph", [](Server& s, auto& q, auto& r) { s.graph(q, r); }},
-      {"GET", "/api/v3/workers", false, false, "/api/v3/workers",
+      {"POST", "/api/v3/graph", false, kKey, "/api/v3/graph", [](Server& s, auto& q, auto& r) { s.graph(q, r); }},
+      {"GET", "/api/v3/workers", false, kKey, "/api/v3/workers",
        [](Server& s, auto&, auto& r) { r.send_json(200, s.workers_json()); }},
-      {"GET", "/api/v3/models", false, false, "/api/v3/models",
+      {"GET", "/api/v3/models", false, kKey, "/api/v3/models",
        [](Server& s, auto&, auto& r) { r.send_json(200, s.models_json()); }},
-      {"GET", "/api/v3/stats", false, false, "/api/v3/stats",
+      {"GET", "/api/v3/stats", false, kKey, "/api/v3/stats",
        [](Server& s, auto&, auto& r) { r.send_json(200, s.stats_json()); }},
-      {"POST", "/api/v3/generate", false, false, "/api/v3/generate",
+      {"POST", "/api/v3/generate", false, kKey, "/api/v3/generate",
        [](Server& s, auto& q, auto& r) { s.generate(q, r); }},
-      {"GET", "/v1/models", false, false, "/v1/models",
+      {"GET", "/v1/models", false, kKey, "/v1/models",
        [](Server& s, auto&, auto& r) {
          std::vector<std::string> ids;
          for (const auto& m : s.models_) ids.push_back(m->id());
          r.send_json(200, openai_models(ids, static_cast<int64_t>(unix_now())));
        }},
-      {"POST", "/v1/completions", false, false, "/v1/completions",
+      {"POST", "/v1/completions", false, kKey, "/v1/completions",
        [](Server& s, auto& q, auto& r) { s.openai(q, r, false); }},
-      {"POST", "/v1/chat/completions", false, false, "/v1/chat/completions",
+      {"POST", "/v1/chat/completions", false, kKey, "/v1/chat/completions",
        [](Server& s, auto& q, auto& r) { s.openai(q, r, true); }},
-      {"DELETE", "/api/v3/sessions/", true, false, "/api/v3/sessions",
+      {"DELETE", "/api/v3/sessions/", true, kKey, "/api/v3/sessions",
        [](Server& s, auto& q, auto& r) { s.free_session(q.path.substr(std::string("/api/v3/sessions/").size()), r); }},
-      // A worker fetching a model's file presents the network's token (route()).
-      {"GET", "/api/v3/models/", true, false, "/api/v3/models/files",
+      {"GET", "/api/v3/models/", true, kKeyOrToken, "/api/v3/models/files",
        [](Server& s, auto& q, auto& r) {
          const std::string rest = q.path.substr(std::string("/api/v3/models/").size());
          const size_t at = rest.find("/files/");
@@ -277,10 +282,7 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   const bool v1 = p.rfind("/v1/", 0) == 0;
   // Refusals before any endpoint runs, in the shape the path's clients read.
   auto refuse = [&](int status, const char* code, const std::string& why, std::map<std::string, std::string> headers) {
-    const nlohmann::json body =
-        v1 ? nlohmann::json{{"error",
-                             {{"message", why}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", code}}}}
-           : nlohmann::json{{"error", why}, {"code", code}};
+    const nlohmann::json body = v1 ? openai_error(why, code, status) : nlohmann::json{{"error", why}, {"code", code}};
     res.send(status, dump_json(body) + "\n", "application/json", headers);
   };
   if (!found && !allowed.empty()) {
@@ -297,9 +299,9 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   }
   endpoint = found->label;
   // Workers fetching weights present the network's token instead of an API key.
-  const bool worker_ok = std::string(found->label) == "/api/v3/models/files" && !options_.token.empty() &&
+  const bool worker_ok = found->access == Route::kKeyOrToken && !options_.token.empty() &&
                          same_secret(req.header("Authorization"), "Bearer " + options_.token);
-  if (!found->open && !authorized(req) && !worker_ok) {
+  if (found->access != Route::kOpen && !authorized(req) && !worker_ok) {
     endpoint = v1 ? "/v1/" : "auth";
     return refuse(401, "unauthorized", "this coordinator needs an API key: send Authorization: Bearer KEY",
                   {{"WWW-Authenticate", "Bearer"}});

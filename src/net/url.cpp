@@ -29,8 +29,9 @@ Url parse_join_url(const std::string& url) {
   u.host = hostport.substr(0, colon);
   u.port = colon == std::string::npos ? (u.tls ? "443" : "80") : hostport.substr(colon + 1);
   if (u.host.empty()) throw Error(ErrorCode::BadGraph, url + ": no host");
-  if (u.port.empty() || u.port.size() > 5 || u.port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(u.port) < 1 || std::stoi(u.port) > 65535)
+  const bool digits = !u.port.empty() && u.port.size() <= 5 && u.port.find_first_not_of("0123456789") == std::string::npos;
+  const int port = digits ? std::stoi(u.port) : 0;
+  if (port < 1 || port > 65535)
     throw Error(ErrorCode::BadGraph, url + ": the port must be a number from 1 to 65535");
   u.path = path.empty() || path == "/" ? "/api/v3/worker" : path;
   return u;
