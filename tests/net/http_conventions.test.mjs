@@ -12,7 +12,7 @@
 // - The bounds of slice and cache_write hold for offsets near 2^63.
 // - Command-line values out of range are refused before anything starts.
 import net from 'node:net';
-import { check, checkEqual, http, main, postJson, runBonfire, startServe, stopProcess } from './harness.mjs';
+import { check, checkEqual, http, main, postJson, runBonfire, startServe, stopProcess, waitWorkers } from './harness.mjs';
 
 // The raw answer to a request written by hand (fetch will not send HEAD
 // bodies or odd paths as written).
@@ -29,6 +29,7 @@ function rawRequest(port, text) {
 await main('http conventions', async () => {
   const serve = await startServe([]);
   try {
+    await waitWorkers(serve, 1);  // its own worker joins just after serve listens
     // HEAD: the GET's headers without its body.
     const get = await http(serve.url, 'GET', '/api/v3/ops');
     const head = await rawRequest(serve.port, 'HEAD /api/v3/ops HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
