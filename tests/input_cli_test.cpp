@@ -1,8 +1,8 @@
 // What the `bonfire` command is given (PROTOCOL.md, "Command line"), through
 // the real binary: a directory where a file belongs, JSON nested deep enough
 // to overflow a recursive reader's stack, a pipe for a file, arguments left
-// out, a malformed messages file, and the session folder's cleanup. Each is
-// refused in the command's usual form with exit status 1 (or CLI11's usage
+// out, an endless text file, a malformed messages file, and the session
+// folder's cleanup. Each is refused in the command's usual form with exit status 1 (or CLI11's usage
 // error), never a crash or a silent success.
 #include <gtest/gtest.h>
 
@@ -135,6 +135,17 @@ TEST_F(InputCli, TokenizeNeedsTextOrFile) {
   auto [out, status] = bonfire("tokenize --model " + demo() + " --text ''");  // the empty text is a text
   EXPECT_EQ(status, 0);
   EXPECT_TRUE(json::parse(out, nullptr, false).is_array()) << out;
+}
+
+// A text without end (/dev/zero) is refused at the limit, not read until
+// memory runs out.
+TEST_F(InputCli, EndlessTextFileIsRefusedAtTheLimit) {
+  for (const std::string& cmd : {std::string("tokenize --model ") + demo() + " --file /dev/zero",
+                                 std::string("perplexity --model ") + demo() + " --file /dev/zero"}) {
+    const json e = refusal(cmd);
+    EXPECT_EQ(e.value("code", ""), "too_large") << cmd << "\n" << e.dump();
+    EXPECT_NE(message(e).find("/dev/zero"), std::string::npos) << cmd << "\n" << e.dump();
+  }
 }
 
 TEST_F(InputCli, BenchNeedsASubcommand) {

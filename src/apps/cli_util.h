@@ -25,6 +25,11 @@ CLI::Validator finite_range(double lo, double hi);
 // bounds (a document nested too deep is refused, never a crash).
 nlohmann::json read_json_input(const std::string& file, const JsonLimits& limits = {});
 
+// The most a command reads of a text file (tokenize --file, perplexity
+// --file): a corpus of this size is already hours of work, and a path like
+// /dev/zero is refused instead of filling memory.
+constexpr size_t kMaxTextFile = size_t(1) << 30;
+
 // "1, 2,3" → ids; anything else is bad_graph naming the item.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);
 

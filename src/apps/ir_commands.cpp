@@ -114,7 +114,7 @@ int perplexity(const Options& o) {
     mo.ir_file = o.ir_file;
     const std::string path = model_or_default(o.model);
     auto model = ir::LocalModel::open(path, mo);
-    const std::vector<int32_t> tokens = ir::perplexity_tokens(*model, read_file(o.text_file));
+    const std::vector<int32_t> tokens = ir::perplexity_tokens(*model, read_file(o.text_file, kMaxTextFile));
     const int64_t window = o.window > 0 ? o.window : model->ctx();
     Progress progress("perplexity", (static_cast<int64_t>(tokens.size()) + window - 1) / window);
     const ir::PerplexityResult r =

@@ -28,7 +28,7 @@ struct Options {
 int tokenize(const Options& o, bool has_text, bool has_file) {
   return guarded([&] {
     if (has_text == has_file) throw Error(ErrorCode::BadGraph, "give --text TEXT or --file F (one of them)");
-    const std::string input = has_file ? read_file(o.file) : o.text;
+    const std::string input = has_file ? read_file(o.file, kMaxTextFile) : o.text;
     auto tok = ModelFiles::open(o.model)->tokenizer();
     if (!o.lines) {
       std::cout << json(tok->encode(input, !o.no_special)).dump() << "\n";

@@ -60,6 +60,9 @@ std::function<int()> add_net_commands(CLI::App& app) {
   serve->add_flag("!--no-local-worker", o->serve.local_worker, "do not run a worker in this process");
   serve->add_option("--token", o->serve.token, "shared secret workers must present to join");
   serve->add_option("--api-key", o->serve.api_keys, "API key clients must send as a Bearer token (repeatable)");
+  serve->add_option("--cors", o->serve.cors_origins,
+                    "a web origin (https://app.example) whose pages may call the API, or * for any (repeatable; "
+                    "default: none, so only serve's own page)");
   serve->add_option("--ctx", o->serve.model.ctx, "context length of each generation's session")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -145,6 +145,7 @@ void HttpResponder::send(int status, const std::string& body, const std::string&
   http::response<http::string_body> res{static_cast<http::status>(status), 11};
   res.set(http::field::server, "bonfire");
   res.set(http::field::content_type, content_type);
+  for (const auto& [k, v] : always_) res.set(k, v);
   for (const auto& [k, v] : headers) res.set(k, v);
   res.keep_alive(keep_alive_);
   res.body() = body;
@@ -171,6 +172,7 @@ bool HttpResponder::start_stream(const std::string& content_type) {
   res.set(http::field::server, "bonfire");
   res.set(http::field::content_type, content_type);
   res.set(http::field::cache_control, "no-cache");
+  for (const auto& [k, v] : always_) res.set(k, v);
   res.chunked(!head_only_);
   res.keep_alive(keep_alive_ && !head_only_);
   http::response_serializer<http::empty_body> sr{res};
@@ -365,7 +367,10 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
     auto refuse = [&](int status, const std::string& why) {
       c->no_deadline();
       HttpResponder r(c.get(), false);
-      r.send_json(status, {{"error", why}, {"code", status == 413 ? "too_large" : "bad_graph"}});
+      const std::string code = status == 413 ? "too_large" : "bad_graph";
+      const std::string path(parser.get().target());  // "" until the request line is read
+      if (options_.refuse) options_.refuse(path.substr(0, path.find('?')), status, code, why, r);
+      if (!r.answered()) r.send_json(status, {{"error", why}, {"code", code}});
       c->linger();  // the client may still be sending (a body over the limit)
     };
     // A TLS ClientHello starts with a handshake record (0x16): a client

@@ -53,6 +53,8 @@ class HttpResponder {
   void send(int status, const std::string& body, const std::string& content_type = "application/json",
             const std::map<std::string, std::string>& headers = {});
   void send_json(int status, const nlohmann::json& j);
+  // A header every answer of this request carries (CORS's, for one).
+  void add_header(const std::string& name, const std::string& value) { always_[name] = value; }
   // Starts a chunked response; false when the client is gone.
   bool start_stream(const std::string& content_type);
   bool write(const std::string& chunk);  // false when the client is gone
@@ -70,6 +72,7 @@ class HttpResponder {
   bool streaming_ = false;
   bool gone_ = false;
   int status_ = 0;
+  std::map<std::string, std::string> always_;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
@@ -97,6 +100,13 @@ class HttpServer {
     double tls_handshake_s = 10;          // (and at most read_timeout_s)
     std::shared_ptr<boost::asio::ssl::context> tls;  // null: plain HTTP
     std::function<void(const std::string&)> log;      // a failed TLS handshake's line
+    // Answers a request refused before the handler runs (malformed, a body
+    // over max_body, a bad %-escape, a TLS hello on a plain port), given
+    // its path ("" when not read yet), status, error code and sentence.
+    // Null: {"error", "code"} as PROTOCOL.md writes errors.
+    std::function<void(const std::string& path, int status, const std::string& code, const std::string& why,
+                       HttpResponder&)>
+        refuse;
   };
   // Binds at once (throws Error when the port is taken); serves after start().
   HttpServer(boost::asio::io_context& ioc, const Options& options, HttpHandler handler, UpgradeHandler upgrade);

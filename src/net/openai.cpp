@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 
 namespace bonfire::net {
 
@@ -121,6 +122,12 @@ json parse_messages(const json& body) {
     if (const json* calls = field(m, "tool_calls"); calls && !(calls->is_array() && calls->empty()))
       fail(path + ".tool_calls", path + ".tool_calls: tool calls are not supported");
     std::string r = role->get<std::string>();
+    // OpenAI's roles; a template given another one would render it as
+    // text the model was never trained on.
+    static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+    if (!kRoles.count(r))
+      fail(path + ".role", path + ".role \"" + bounded_text(r, 64) +
+                               "\" is not one of system, developer, user, assistant, tool");
     if (r == "developer") r = "system";
     out.push_back({{"role", r}, {"content", message_content(m, path)}});
   }

@@ -107,6 +107,14 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   ho.max_body = options_.max_body;
   ho.tls = tls;
   ho.log = [this](const std::string& s) { log(s); };
+  // Refused before routing, but still in the shape the path's clients read,
+  // and counted under the endpoint it was meant for.
+  ho.refuse = [this](const std::string& path, int status, const std::string& code, const std::string& why,
+                     HttpResponder& r) {
+    r.send_json(status, path.rfind("/v1/", 0) == 0 ? openai_error(why, code, status)
+                                                   : nlohmann::json{{"error", why}, {"code", code}});
+    metrics_.count_request(endpoint_label(path), status);
+  };
   http_ = std::make_unique<HttpServer>(
       net_->io(), ho, [this](const HttpRequest& req, HttpResponder& res) { handle(req, res); },
       [this](ServerStream s, HttpRequestRaw r, std::shared_ptr<void> slot) {
@@ -174,6 +182,14 @@ bool Server::authorized(const HttpRequest& req) const {
   return ok;
 }
 
+std::string Server::cors_origin(const HttpRequest& req) const {
+  const std::string origin = req.header("Origin");
+  if (origin.empty()) return "";
+  for (const auto& o : options_.cors_origins)
+    if (o == "*" || o == origin) return o;
+  return "";
+}
+
 ServedModel* Server::model_for(const std::string& id) {
   if (id.empty()) {
     if (models_.size() == 1) return models_[0].get();
@@ -188,6 +204,10 @@ ServedModel* Server::model_for(const std::string& id) {
 void Server::handle(const HttpRequest& req, HttpResponder& res) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string endpoint = "other";
+  if (const std::string origin = cors_origin(req); !origin.empty()) {
+    res.add_header("Access-Control-Allow-Origin", origin);
+    if (origin != "*") res.add_header("Vary", "Origin");
+  }
   try {
     route(req, res, endpoint);
   } catch (const Error& e) {
@@ -266,6 +286,12 @@ const std::vector<Server::Route>& Server::routes() {
   return kRoutes;
 }
 
+std::string Server::endpoint_label(const std::string& path) {
+  for (const Route& r : routes())
+    if (r.prefix ? path.rfind(r.path, 0) == 0 : path == r.path) return r.label;
+  return path.rfind("/v1/", 0) == 0 ? "/v1/" : "unknown";
+}
+
 void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endpoint) {
   const std::string& p = req.path;
   const std::string m = req.method == "HEAD" ? "GET" : req.method;
@@ -288,6 +314,14 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   if (!found && !allowed.empty()) {
     endpoint = "other";
     if (allowed.find("GET") != std::string::npos) allowed += ", HEAD";
+    // A browser's CORS preflight, for an origin --cors lets in.
+    if (req.method == "OPTIONS" && !req.header("Access-Control-Request-Method").empty() && !cors_origin(req).empty()) {
+      endpoint = endpoint_label(p);
+      return res.send(204, "", "text/plain",
+                      {{"Access-Control-Allow-Methods", allowed},
+                       {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                       {"Access-Control-Max-Age", "600"}});
+    }
     return refuse(405, "method_not_allowed",
                   bounded_text(req.method, 16) + " is not allowed on " + bounded_text(p, 256) + "; it takes " + allowed,
                   {{"Allow", allowed}});

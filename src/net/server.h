@@ -31,6 +31,7 @@ struct ServeOptions {
   bool local_worker = true;
   std::string token;                     // workers must present it
   std::vector<std::string> api_keys;     // clients must present one ("" list: open)
+  std::vector<std::string> cors_origins; // web origins whose pages may call the API ("*": any)
   ServeModelOptions model;
   VerifyOptions verify;                  // spot checks of workers (net/verifier.h)
   std::set<std::string> never_ban;       // addresses a ban leaves alone
@@ -95,8 +96,13 @@ class Server {
   void handle(const HttpRequest& req, HttpResponder& res);
   struct Route;
   static const std::vector<Route>& routes();
+  // The /metrics label of the route a path belongs to ("unknown" if none).
+  static std::string endpoint_label(const std::string& path);
   void route(const HttpRequest& req, HttpResponder& res, std::string& endpoint);
   bool authorized(const HttpRequest& req) const;
+  // The request's Origin when --cors lets its pages read the answer ("*"
+  // for any), else "".
+  std::string cors_origin(const HttpRequest& req) const;
   ServedModel* model_for(const std::string& id);
   void offer_models(std::shared_ptr<RemoteWorker> w);
 

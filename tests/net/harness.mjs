@@ -42,7 +42,7 @@ const canon = (v) => JSON.stringify(v, (k, x) => (x && typeof x === 'object' && 
 
 // Deep equality of JSON values, with a message saying where they differ.
 export function checkEqual(got, want, what) {
-  const g = canon(got), w = canon(want);
+  const g = String(canon(got)), w = String(canon(want));  // undefined prints as "undefined"
   if (g === w) return;
   let detail = '';
   if (Array.isArray(got) && Array.isArray(want)) {

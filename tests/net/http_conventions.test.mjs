@@ -5,8 +5,10 @@
 // - Path segments are %-decoded: a session named "a b/c" can be freed as
 //   /api/v3/sessions/a%20b%2Fc; a malformed escape is a 400.
 // - /v1/* refusals before any endpoint runs (401, 404, 405) are in OpenAI's
-//   error shape, and any model name maps to the one served model on chat
+//   error shape (the HTTP layer's 413 and 400 too, which /metrics counts),
+//   and any model name maps to the one served model on chat
 //   and completions alike.
+// - CORS (response headers and preflights) only for serve --cors's origins.
 // - /api/v3/generate takes "prompt" or "tokens", not both.
 // - The JSON answer's size limit names base64 only when base64 would help.
 // - The bounds of slice and cache_write hold for offsets near 2^63.
@@ -27,7 +29,7 @@ function rawRequest(port, text) {
 }
 
 await main('http conventions', async () => {
-  const serve = await startServe([]);
+  const serve = await startServe(['--max-body', '65536', '--cors', 'https://app.example']);
   try {
     await waitWorkers(serve, 1);  // its own worker joins just after serve listens
     // HEAD: the GET's headers without its body.
@@ -37,6 +39,23 @@ await main('http conventions', async () => {
     const [headers, body] = head.split('\r\n\r\n');
     checkEqual(/content-length: (\d+)/i.exec(headers)?.[1], String(Buffer.byteLength(get.text)), 'HEAD Content-Length');
     checkEqual(body, '', 'HEAD body');
+
+    // CORS, for the origins --cors names only.
+    const ask = (method, p, origin, extra = '') => rawRequest(serve.port,
+      `${method} ${p} HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\n${extra}Connection: close\r\n\r\n`);
+    const friend = await ask('GET', '/api/v3/ops', 'https://app.example');
+    check(/\r\naccess-control-allow-origin: https:\/\/app\.example\r\n/i.test(friend), `CORS for --cors's origin: ${friend.slice(0, 400)}`);
+    const stranger = await ask('GET', '/api/v3/ops', 'https://evil.example');
+    check(stranger.startsWith('HTTP/1.1 200') && !/access-control/i.test(stranger.split('\r\n\r\n')[0]),
+          `no CORS for another origin: ${stranger.slice(0, 400)}`);
+    const preflight = await ask('OPTIONS', '/v1/chat/completions', 'https://app.example',
+                                'Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization\r\n');
+    check(preflight.startsWith('HTTP/1.1 204') && /access-control-allow-methods: POST\r\n/i.test(preflight) &&
+          /access-control-allow-headers: [^\r]*Authorization/i.test(preflight),
+          `a preflight from --cors's origin: ${preflight.slice(0, 400)}`);
+    const refused = await ask('OPTIONS', '/v1/chat/completions', 'https://evil.example',
+                              'Access-Control-Request-Method: POST\r\n');
+    check(refused.startsWith('HTTP/1.1 405'), `a preflight from another origin: ${refused.slice(0, 300)}`);
 
     // The wrong method on a known path.
     const wrong = await http(serve.url, 'GET', '/api/v3/graph');
@@ -95,6 +114,21 @@ await main('http conventions', async () => {
       outputs: ['c'] });
     checkEqual(write.status, 400, `cache_write at 2^63 - 1024: ${write.text.slice(0, 300)}`);
     checkEqual((await http(serve.url, 'GET', '/api/v3/ops')).status, 200, 'serve is still up');
+
+    // A body over --max-body is refused by the HTTP layer before any
+    // endpoint runs: in the shape the path's clients read, and counted.
+    const huge = 'x'.repeat(100000);
+    const v1big = await postJson(serve.url, '/v1/chat/completions', { messages: [{ role: 'user', content: huge }] });
+    checkEqual(v1big.status, 413, '/v1/chat/completions over --max-body');
+    checkEqual(v1big.json?.error?.code, 'too_large', `/v1 413 in OpenAI's shape: ${v1big.text.slice(0, 300)}`);
+    check(/65536/.test(v1big.json?.error?.message), `the 413 names the limit: ${v1big.text.slice(0, 300)}`);
+    const big = await postJson(serve.url, '/api/v3/generate', { prompt: huge });
+    checkEqual(big.status, 413, '/api/v3/generate over --max-body');
+    checkEqual(big.json?.code, 'too_large', `/api/v3 413 as PROTOCOL.md writes errors: ${big.text.slice(0, 300)}`);
+    const metrics = (await http(serve.url, 'GET', '/metrics')).text;
+    for (const endpoint of ['/v1/chat/completions', '/api/v3/generate'])
+      check(metrics.includes(`bonfire_http_requests_total{endpoint="${endpoint}",status="413"} 1`),
+            `/metrics counts the 413 on ${endpoint}`);
   } finally {
     await stopProcess(serve);
   }
