@@ -293,6 +293,7 @@ TEST(GraphFeatures, MissingFeatureIsRefusedWithItsName) {
     EXPECT_EQ(e.code, ErrorCode::UnsupportedFeature);
     EXPECT_EQ(e.feature, "rmsnorm.weightOffset");
     EXPECT_EQ(error_to_json(e)["feature"], "rmsnorm.weightOffset");
+    EXPECT_EQ(error_to_json(e)["node"], "a");  // the node that uses it
   }
 }
 

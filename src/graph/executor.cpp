@@ -284,7 +284,8 @@ std::set<std::string> implemented_features() {
 void require_features(const Graph& g, const std::set<std::string>& available) {
   for (const auto& f : g.features)
     if (!available.count(f))
-      throw Error(ErrorCode::UnsupportedFeature, "no worker implements the feature \"" + f + "\" this graph uses", "", f);
+      throw Error(ErrorCode::UnsupportedFeature, "no worker implements the feature \"" + f + "\" this graph uses",
+                  g.first_user.count(f) ? g.first_user.at(f) : "", f);
 }
 
 RunResult run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs, const json& bind,

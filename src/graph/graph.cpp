@@ -99,7 +99,10 @@ void parse_params(const json& jp, GraphNode& node, std::set<std::string>& bind_n
   node.literal = Params(node.params);
 }
 
-void add_features(const GraphNode& node, std::set<std::string>& out) {
+// The node's features into the graph's set, and the node as the first user
+// of its op and of each feature not used before.
+void add_features(const GraphNode& node, Graph& g) {
+  g.first_user.try_emplace(node.op->name, node.id);
   for (const auto& f : node.op->features) {
     bool used = f.always || (f.input >= 0 && (int)node.in.size() > f.input);
     for (const auto& p : f.params) {
@@ -110,7 +113,10 @@ void add_features(const GraphNode& node, std::set<std::string>& out) {
       used = used || node.params.contains(p) ||
              std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == p; });
     }
-    if (used) out.insert(f.name);
+    if (used) {
+      g.features.insert(f.name);
+      g.first_user.try_emplace(f.name, node.id);
+    }
   }
 }
 
@@ -167,7 +173,7 @@ Graph Graph::parse(const json& call, const std::set<std::string>& inputs, const 
       if (e.node.empty()) e.node = node.id;
       throw;
     }
-    add_features(node, g.features);
+    add_features(node, g);
     defined[node.id] = (int)g.nodes.size();
     g.nodes.push_back(std::move(node));
   }

@@ -49,6 +49,9 @@ struct Graph {
   std::set<std::string> input_names;  // call inputs the nodes read
   std::set<std::string> bind_names;   // names the expressions read
   std::set<std::string> features;     // manifest features the nodes use
+  // Each op and feature the nodes use -> the first node using it (what an
+  // unsupported_feature refusal names).
+  std::map<std::string, std::string> first_user;
 
   // Parses the graph part of a call ("nodes", "outputs", "retain"); `inputs`
   // are the names the call provides. Throws Error(BadGraph / TooLarge).

@@ -374,7 +374,15 @@ void Server::graph(const HttpRequest& req, HttpResponder& res) {
       require_features(call.graph, w->info().features);
     }
   }
-  if (!w) w = net_->pick(ops, call.graph.features, hash);
+  if (!w) {
+    try {
+      w = net_->pick(ops, call.graph.features, hash);
+    } catch (Error& e) {  // name the node that needs what no worker has
+      if (e.code == ErrorCode::UnsupportedFeature && e.node.empty() && call.graph.first_user.count(e.feature))
+        e.node = call.graph.first_user.at(e.feature);
+      throw;
+    }
+  }
   nlohmann::json wire = j;
   wire.erase("inputs");
   wire.erase("weights");

@@ -79,7 +79,7 @@ await main('features', async () => {
 
   // Needs a feature no connected worker has: 4xx naming it.
   const e = await refused(serve, softcapGraph, 422, 'unsupported_feature', 'softcap with no capable worker',
-                          { feature: 'attention.softcap' });
+                          { feature: 'attention.softcap', node: 'att' });
   check(e.error.includes('attention.softcap'), `the error does not name the feature: ${e.error}`);
 
   const wantBasic = localRun(basicGraph, dir);
@@ -152,7 +152,7 @@ await main('features', async () => {
   await waitFor(async () => (await workers(serve.url)).length === 1, 10000, 'the coordinator to drop worker full');
   await refused(serve, use, 404, 'session_not_found', 'a session whose worker was killed');
   await refused(serve, softcapGraph, 422, 'unsupported_feature', 'softcap after full left',
-                { feature: 'attention.softcap' });
+                { feature: 'attention.softcap', node: 'att' });
   const b2 = await ran(serve, basicGraph, 'basic ops after full left');
   check(b2.worker === 'nosoft', `basic ops ran on ${b2.worker}`);
   checkOutputs(b2.outputs, wantBasic, 'basic ops after full left');
