@@ -46,7 +46,14 @@ int main(int argc, char** argv) {
   auto net_command = bonfire::add_net_commands(app);
   auto kernel_command = bonfire::add_kernel_commands(app);
 
-  CLI11_PARSE(app, argc, argv);
+  // A usage error (unknown option, missing or out-of-range value) exits 2,
+  // as a refused input exits 1: one status for every kind of usage error
+  // instead of CLI11's 105-109.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version are not errors
+  }
   if (!bonfire::apply_compute_options()) return 2;
 
   if (*ops) {

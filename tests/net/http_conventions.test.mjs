@@ -141,7 +141,9 @@ await main('http conventions', async () => {
                       ['generate', '--prompt', 'Hi', '--ctx', '0'],
                       ['worker', '--join', 'http://127.0.0.1:99999', '--no-reconnect']]) {
     const r = runBonfire(args, { timeoutMs: 30000 });
-    check(r.code !== 0 && r.code !== null, `bonfire ${args.join(' ')}: exit ${r.code}`);
+    // A usage error is 2; the join URL is parsed after the options (its
+    // refusal is the error JSON, 1).
+    checkEqual(r.code, args[0] === 'worker' ? 1 : 2, `bonfire ${args.join(' ')}: exit status`);
     check(/range|port|number/i.test(r.stdout + r.stderr), `bonfire ${args.join(' ')}: ${r.stdout}${r.stderr}`);
   }
 });
