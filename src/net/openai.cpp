@@ -310,10 +310,13 @@ json openai_error(const std::string& message, const std::string& code, int statu
             {"code", code}}}};
 }
 
+json openai_model(const std::string& id, int64_t created) {
+  return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "bonfire"}};
+}
+
 json openai_models(const std::vector<std::string>& ids, int64_t created) {
   json data = json::array();
-  for (const auto& id : ids)
-    data.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "bonfire"}});
+  for (const auto& id : ids) data.push_back(openai_model(id, created));
   return {{"object", "list"}, {"data", data}};
 }
 

@@ -130,5 +130,7 @@ nlohmann::json openai_error(const std::string& message, const std::string& code,
 // GET /v1/models: {"object": "list", "data": [{id, object: "model", created,
 // owned_by: "bonfire"}]}.
 nlohmann::json openai_models(const std::vector<std::string>& ids, int64_t created);
+// GET /v1/models/ID: the one entry of that list.
+nlohmann::json openai_model(const std::string& id, int64_t created);
 
 }  // namespace bonfire::net

@@ -229,7 +229,7 @@ void Server::handle(const HttpRequest& req, HttpResponder& res) {
 // endpoint in /metrics.
 struct Server::Route {
   enum Access {
-    kOpen,        // no API key: the page and its files, the manifest, /metrics
+    kOpen,        // no API key: the page and its files, the manifest, /metrics, /health
     kKey,         // serve --api-key's keys, when it has any
     kKeyOrToken,  // or the network's worker token: a worker fetching a model's files
   };
@@ -250,6 +250,14 @@ const std::vector<Server::Route>& Server::routes() {
       {"GET", "/wasm/", true, kOpen, "/wasm/", [](Server& s, auto& q, auto& r) { s.wasm(q, r); }},
       {"GET", "/metrics", false, kOpen, "/metrics",
        [](Server& s, auto&, auto& r) { r.send(200, s.metrics_text(), "text/plain; version=0.0.4"); }},
+      {"GET", "/health", false, kOpen, "/health",
+       [](Server& s, auto&, auto& r) {
+         // For load balancers and probes: 503 while no worker could run a step.
+         size_t n = 0;
+         for (const auto& w : s.net_->workers()) n += w->alive();
+         r.send_json(n > 0 ? 200 : 503,
+                     {{"status", n > 0 ? "ok" : "no_worker"}, {"workers", n}, {"models", s.models_.size()}});
+       }},
       {"GET", "/api/v3/ops", false, kOpen, "/api/v3/ops",
        [](Server&, auto&, auto& r) { r.send(200, std::string(spec::ops_manifest_text())); }},
       {"POST", "/api/v3/graph", false, kKey, "/api/v3/graph", [](Server& s, auto& q, auto& r) { s.graph(q, r); }},
@@ -266,6 +274,14 @@ const std::vector<Server::Route>& Server::routes() {
          std::vector<std::string> ids;
          for (const auto& m : s.models_) ids.push_back(m->id());
          r.send_json(200, openai_models(ids, static_cast<int64_t>(unix_now())));
+       }},
+      {"GET", "/v1/models/", true, kKey, "/v1/models/ID",
+       [](Server& s, auto& q, auto& r) {
+         const std::string id = q.path.substr(std::string("/v1/models/").size());
+         for (const auto& m : s.models_)
+           if (m->id() == id) return r.send_json(200, openai_model(id, static_cast<int64_t>(unix_now())));
+         r.send_json(404, openai_error("no model \"" + bounded_text(id, 256) + "\" is served here; GET /v1/models lists them",
+                                       "model_not_found", 404, "model"));
        }},
       {"POST", "/v1/completions", false, kKey, "/v1/completions",
        [](Server& s, auto& q, auto& r) { s.openai(q, r, false); }},

@@ -9,6 +9,7 @@
 //   and any model name maps to the one served model on chat
 //   and completions alike.
 // - CORS (response headers and preflights) only for serve --cors's origins.
+// - GET /health (503 while no worker is connected) and GET /v1/models/ID.
 // - /api/v3/generate takes "prompt" or "tokens", not both.
 // - The JSON answer's size limit names base64 only when base64 would help.
 // - The bounds of slice and cache_write hold for offsets near 2^63.
@@ -56,6 +57,14 @@ await main('http conventions', async () => {
     const refused = await ask('OPTIONS', '/v1/chat/completions', 'https://evil.example',
                               'Access-Control-Request-Method: POST\r\n');
     check(refused.startsWith('HTTP/1.1 405'), `a preflight from another origin: ${refused.slice(0, 300)}`);
+
+    // /health for probes (no key), and OpenAI's model retrieval.
+    const health = await http(serve.url, 'GET', '/health');
+    checkEqual([health.status, health.json?.status, health.json?.workers], [200, 'ok', 1], `/health: ${health.text}`);
+    const model = await http(serve.url, 'GET', '/v1/models/demo');
+    checkEqual([model.status, model.json?.id, model.json?.object], [200, 'demo', 'model'], `/v1/models/demo: ${model.text}`);
+    const noModel = await http(serve.url, 'GET', '/v1/models/gpt-4o');
+    checkEqual([noModel.status, noModel.json?.error?.code], [404, 'model_not_found'], `/v1/models/gpt-4o: ${noModel.text}`);
 
     // The wrong method on a known path.
     const wrong = await http(serve.url, 'GET', '/api/v3/graph');
@@ -131,6 +140,15 @@ await main('http conventions', async () => {
             `/metrics counts the 413 on ${endpoint}`);
   } finally {
     await stopProcess(serve);
+  }
+
+  // A coordinator with no worker is not healthy: probes see 503.
+  const alone = await startServe(['--no-local-worker', '--no-model']);
+  try {
+    const h = await http(alone.url, 'GET', '/health');
+    checkEqual([h.status, h.json?.status, h.json?.workers], [503, 'no_worker', 0], `/health with no worker: ${h.text}`);
+  } finally {
+    await stopProcess(alone);
   }
 
   // Values out of range on the command line.
