@@ -442,6 +442,14 @@ TEST(KernelPackage, CaseDirectoryRoundTrip) {
   const std::string m = error_of([&] { load_case(dir.string()); });
   EXPECT_NE(m.find("x: "), std::string::npos) << m;
   EXPECT_NE(m.find("has 24 bytes, float32 [3,3] needs 36"), std::string::npos) << m;
+  // A directory where the file belongs is named as one (it used to read as
+  // a file of 2^63 - 1 bytes).
+  std::filesystem::create_directories(dir / "sub");
+  c["inputs"]["x"]["file"] = "sub";
+  std::ofstream((dir / "case.json").string()) << c.dump();
+  const std::string d = error_of([&] { load_case(dir.string()); });
+  EXPECT_NE(d.find("sub is a directory"), std::string::npos) << d;
+  c["inputs"]["x"]["file"] = "x.bin";
   c["inputs"]["x"]["shape"] = {2, 3};
   c["expected"] = {{"error", "mode"}};
   std::ofstream((dir / "case.json").string()) << c.dump();

@@ -48,6 +48,8 @@ Buffer read_tensor(const json& spec, const std::string& dir, const std::string& 
   if (spec.contains("file")) {
     if (!spec["file"].is_string()) bad(what + ": file must be a string");
     const std::string path = (fs::path(dir) / spec["file"].get<std::string>()).string();
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) bad(what + ": " + path + " is a directory");  // it would "open" with size -1
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) bad(what + ": " + path + " cannot be read");
     const size_t size = (size_t)f.tellg();
