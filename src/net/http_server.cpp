@@ -367,9 +367,16 @@ void HttpServer::serve(std::shared_ptr<Connection> c, std::shared_ptr<void> slot
     auto refuse = [&](int status, const std::string& why) {
       c->no_deadline();
       HttpResponder r(c.get(), false);
-      const std::string code = status == 413 ? "too_large" : "bad_graph";
-      const std::string path(parser.get().target());  // "" until the request line is read
-      if (options_.refuse) options_.refuse(path.substr(0, path.find('?')), status, code, why, r);
+      const std::string code = status == 413 ? "too_large" : status == 404 ? "not_found" : "bad_graph";
+      if (options_.refuse) {
+        HttpRequest partial;
+        const std::string target(parser.get().target());  // "" until the request line is read
+        partial.method = std::string(parser.get().method_string());
+        partial.path = target.substr(0, target.find('?'));
+        partial.remote = remote;
+        partial.raw = &parser.get();
+        options_.refuse(partial, status, code, why, r);
+      }
       if (!r.answered()) r.send_json(status, {{"error", why}, {"code", code}});
       c->linger();  // the client may still be sending (a body over the limit)
     };

@@ -102,9 +102,10 @@ class HttpServer {
     std::function<void(const std::string&)> log;      // a failed TLS handshake's line
     // Answers a request refused before the handler runs (malformed, a body
     // over max_body, a bad %-escape, a TLS hello on a plain port), given
-    // its path ("" when not read yet), status, error code and sentence.
-    // Null: {"error", "code"} as PROTOCOL.md writes errors.
-    std::function<void(const std::string& path, int status, const std::string& code, const std::string& why,
+    // what was read of it (path undecoded, "" before the request line;
+    // headers; no body), status, error code and sentence. Null: {"error",
+    // "code"} as PROTOCOL.md writes errors.
+    std::function<void(const HttpRequest& partial, int status, const std::string& code, const std::string& why,
                        HttpResponder&)>
         refuse;
   };

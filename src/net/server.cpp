@@ -109,8 +109,10 @@ Server::Server(ServeOptions options) : options_(std::move(options)) {
   ho.log = [this](const std::string& s) { log(s); };
   // Refused before routing, but still in the shape the path's clients read,
   // and counted under the endpoint it was meant for.
-  ho.refuse = [this](const std::string& path, int status, const std::string& code, const std::string& why,
+  ho.refuse = [this](const HttpRequest& partial, int status, const std::string& code, const std::string& why,
                      HttpResponder& r) {
+    const std::string& path = partial.path;
+    if (const std::string origin = cors_origin(partial); !origin.empty()) allow_origin(r, origin);
     r.send_json(status, path.rfind("/v1/", 0) == 0 ? openai_error(why, code, status)
                                                    : nlohmann::json{{"error", why}, {"code", code}});
     metrics_.count_request(endpoint_label(path), status);
@@ -190,6 +192,11 @@ std::string Server::cors_origin(const HttpRequest& req) const {
   return "";
 }
 
+void Server::allow_origin(HttpResponder& res, const std::string& origin) {
+  res.add_header("Access-Control-Allow-Origin", origin);
+  if (origin != "*") res.add_header("Vary", "Origin");
+}
+
 ServedModel* Server::model_for(const std::string& id) {
   if (id.empty()) {
     if (models_.size() == 1) return models_[0].get();
@@ -204,10 +211,7 @@ ServedModel* Server::model_for(const std::string& id) {
 void Server::handle(const HttpRequest& req, HttpResponder& res) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string endpoint = "other";
-  if (const std::string origin = cors_origin(req); !origin.empty()) {
-    res.add_header("Access-Control-Allow-Origin", origin);
-    if (origin != "*") res.add_header("Vary", "Origin");
-  }
+  if (const std::string origin = cors_origin(req); !origin.empty()) allow_origin(res, origin);
   try {
     route(req, res, endpoint);
   } catch (const Error& e) {

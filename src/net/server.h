@@ -103,6 +103,7 @@ class Server {
   // The request's Origin when --cors lets its pages read the answer ("*"
   // for any), else "".
   std::string cors_origin(const HttpRequest& req) const;
+  static void allow_origin(HttpResponder& res, const std::string& origin);  // its CORS headers
   ServedModel* model_for(const std::string& id);
   void offer_models(std::shared_ptr<RemoteWorker> w);
 

@@ -131,11 +131,15 @@ await main('http conventions', async () => {
     checkEqual(v1big.status, 413, '/v1/chat/completions over --max-body');
     checkEqual(v1big.json?.error?.code, 'too_large', `/v1 413 in OpenAI's shape: ${v1big.text.slice(0, 300)}`);
     check(/65536/.test(v1big.json?.error?.message), `the 413 names the limit: ${v1big.text.slice(0, 300)}`);
+    const corsBig = await http(serve.url, 'POST', '/v1/completions', JSON.stringify({ prompt: huge }),
+                               { headers: { origin: 'https://app.example' } });
+    checkEqual([corsBig.status, corsBig.headers.get('access-control-allow-origin')], [413, 'https://app.example'],
+               'a 413 for --cors\'s origin carries its CORS header (a browser could not read it otherwise)');
     const big = await postJson(serve.url, '/api/v3/generate', { prompt: huge });
     checkEqual(big.status, 413, '/api/v3/generate over --max-body');
     checkEqual(big.json?.code, 'too_large', `/api/v3 413 as PROTOCOL.md writes errors: ${big.text.slice(0, 300)}`);
     const metrics = (await http(serve.url, 'GET', '/metrics')).text;
-    for (const endpoint of ['/v1/chat/completions', '/api/v3/generate'])
+    for (const endpoint of ['/v1/chat/completions', '/v1/completions', '/api/v3/generate'])
       check(metrics.includes(`bonfire_http_requests_total{endpoint="${endpoint}",status="413"} 1`),
             `/metrics counts the 413 on ${endpoint}`);
   } finally {
