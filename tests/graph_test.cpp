@@ -250,9 +250,36 @@ TEST(GraphRun, FeaturesUsedAreReported) {
   Call c = Call::parse_text(R"({"inputs": {"x": {"shape": [1, 4], "data": [1, 2, 3, 4]},
                                            "g": {"shape": [2], "data": [1, 1]}},
     "nodes": [{"id": "a", "op": "rmsnorm", "in": ["x", "g"], "params": {"groupSize": 2}},
-              {"id": "b", "op": "rope", "in": ["a"], "params": {"headDim": 4, "interleaved": false}},
+              {"id": "b", "op": "rope", "in": ["a"], "params": {"headDim": 4, "interleaved": true}},
               {"id": "c", "op": "layernorm", "in": ["x", "x", "x"]}], "outputs": ["b"]})", limits);
   EXPECT_EQ(c.graph.features, (std::set<std::string>{"rmsnorm.groupSize", "rope.interleaved"}));
+}
+
+// A feature param written at its neutral value asks nothing of the feature
+// (the manifest: "a LayerNorm epsilon other than the 1e-5 default", "a score
+// scale other than 1/sqrt(headDim)"), so a worker without it runs the node;
+// any other value, or an expression, still needs it.
+TEST(GraphRun, FeatureParamsAtTheirNeutralValuesNeedNoFeature) {
+  const Limits limits;
+  auto features = [&](const std::string& op, const std::string& in, const std::string& params) {
+    return Call::parse_text(R"({"inputs": {"x": {"shape": [1, 8], "data": [1, 2, 3, 4, 5, 6, 7, 8]}},
+      "nodes": [{"id": "n", "op": ")" + op + R"(", "in": )" + in + R"(, "params": )" + params + R"(}],
+      "outputs": ["n"], "bind": {"e": 1e-5}})", limits).graph.features;
+  };
+  using Set = std::set<std::string>;
+  const std::string ln = R"(["x", "x", "x"])", rms = R"(["x", "x"])", qkv = R"(["x", "x", "x"])";
+  EXPECT_EQ(features("layernorm", ln, R"({"eps": 1e-5})"), Set{});
+  EXPECT_EQ(features("layernorm", ln, R"({"eps": 1e-6})"), Set{"layernorm.eps"});
+  EXPECT_EQ(features("layernorm", ln, R"({"eps": "e"})"), Set{"layernorm.eps"});  // known only when bound
+  EXPECT_EQ(features("rmsnorm", rms, R"({"weightOffset": 0})"), Set{});
+  EXPECT_EQ(features("rmsnorm", rms, R"({"weightOffset": 1})"), Set{"rmsnorm.weightOffset"});
+  EXPECT_EQ(features("rope", R"(["x"])", R"({"headDim": 8, "interleaved": false, "rotaryDim": 8})"), Set{});
+  EXPECT_EQ(features("rope", R"(["x"])", R"({"headDim": 8, "rotaryDim": 4})"), Set{"rope.rotaryDim"});
+  const std::string heads = R"("heads": 2, "headDim": 4)";
+  EXPECT_EQ(features("attention", qkv, "{" + heads + R"(, "scale": 0.5, "alibi": false})"), Set{});
+  EXPECT_EQ(features("attention", qkv, "{" + heads + R"(, "scale": 0.25})"), Set{"attention.scale"});
+  EXPECT_EQ(features("attention", qkv, "{" + heads + R"(, "alibi": true})"), Set{"attention.alibi"});
+  EXPECT_EQ(features("attention", qkv, "{" + heads + R"(, "alibi": false, "alibiMax": 8})"), Set{"attention.alibi"});
 }
 
 TEST(GraphRun, LongChainReusesBuffers) {

@@ -104,16 +104,20 @@ void parse_params(const json& jp, GraphNode& node, std::set<std::string>& bind_n
 void add_features(const GraphNode& node, Graph& g) {
   g.first_user.try_emplace(node.op->name, node.id);
   for (const auto& f : node.op->features) {
-    bool used = f.always || (f.input >= 0 && (int)node.in.size() > f.input);
+    const bool by_input = f.always || (f.input >= 0 && (int)node.in.size() > f.input);
+    bool by_param = false, by_expr = false;
     for (const auto& p : f.params) {
       if (!f.value.empty()) {  // used only for this value of the param
-        used = used || (node.params.contains(p) && node.params[p] == f.value);
+        by_param = by_param || (node.params.contains(p) && node.params[p] == f.value);
         continue;
       }
-      used = used || node.params.contains(p) ||
-             std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == p; });
+      by_param = by_param || node.params.contains(p);
+      by_expr = by_expr || std::any_of(node.exprs.begin(), node.exprs.end(), [&](auto& e) { return e.first == p; });
     }
-    if (used) {
+    // Literal params at their neutral values ask nothing of the feature;
+    // an expression might bind to anything.
+    if (by_param && !by_expr && f.neutral && f.neutral(node.params)) by_param = false;
+    if (by_input || by_param || by_expr) {
       g.features.insert(f.name);
       g.first_user.try_emplace(f.name, node.id);
     }

@@ -182,9 +182,19 @@ void register_attention_ops(std::vector<OpDef>& ops) {
       {"alibiMax", ParamType::Number, true}, {"alibiSlopes", ParamType::Array, true},
   };
   op.features = {
-      {.name = "attention.alibi", .params = {"alibi", "alibiMax", "alibiSlopes"}},
+      {.name = "attention.alibi", .params = {"alibi", "alibiMax", "alibiSlopes"},
+       .neutral = [](const nlohmann::json& p) {
+         return p.value("alibi", true) == false && !p.contains("alibiMax") && !p.contains("alibiSlopes");
+       }},
       {.name = "attention.bias", .params = {}, .input = 3},
-      {.name = "attention.scale", .params = {"scale"}},
+      // 1/sqrt(headDim) as an f32 would round it: what any worker uses.
+      {.name = "attention.scale", .params = {"scale"},
+       .neutral = [](const nlohmann::json& p) {
+         const nlohmann::json& s = p["scale"];
+         const nlohmann::json* hd = p.contains("headDim") ? &p["headDim"] : nullptr;
+         return s.is_number() && hd && hd->is_number() && hd->get<double>() > 0 &&
+                (float)s.get<double>() == (float)(1.0 / std::sqrt(hd->get<double>()));
+       }},
       {.name = "attention.softcap", .params = {"softcap"}},
       {.name = "attention.window", .params = {"window"}},
   };

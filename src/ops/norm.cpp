@@ -114,7 +114,8 @@ void register_norm_ops(std::vector<OpDef>& ops) {
   ln.name = "layernorm";
   ln.min_inputs = ln.max_inputs = 3;
   ln.params = {{"eps", ParamType::Number, true}};
-  ln.features = {{"layernorm.eps", {"eps"}}};
+  ln.features = {{.name = "layernorm.eps", .params = {"eps"},
+                  .neutral = [](const nlohmann::json& p) { return p["eps"] == 1e-5; }}};
   ln.infer = infer_layernorm;
   ln.run = run_layernorm;
   ln.rows = RowRule::FirstOperand;
@@ -126,7 +127,9 @@ void register_norm_ops(std::vector<OpDef>& ops) {
   rms.params = {{"eps", ParamType::Number, true},
                 {"weightOffset", ParamType::Number, true},
                 {"groupSize", ParamType::Number, true}};
-  rms.features = {{"rmsnorm.groupSize", {"groupSize"}}, {"rmsnorm.weightOffset", {"weightOffset"}}};
+  rms.features = {{.name = "rmsnorm.groupSize", .params = {"groupSize"}},
+                   {.name = "rmsnorm.weightOffset", .params = {"weightOffset"},
+                    .neutral = [](const nlohmann::json& p) { return p["weightOffset"] == 0; }}};
   rms.infer = infer_rmsnorm;
   rms.run = run_rmsnorm;
   rms.rows = RowRule::FirstOperand;

@@ -35,12 +35,17 @@ struct ParamDef {
 // in `params` is that string: a param value that is itself an extension
 // (moe's layout "qmoe", feature ext.moe.qmoe). Such features are named `ext.`
 // and are not in the manifest (docs/PROTOCOL-EXTENSIONS.md).
+// `neutral`, when set, says whether the node's literal params ask nothing of
+// the feature after all: the manifest's "an epsilon other than the 1e-5
+// default" is not used by `"eps": 1e-5`, so a worker without the feature
+// can run that node.
 struct FeatureDef {
   std::string name;
   std::vector<std::string> params;
   int input = -1;
   bool always = false;
   std::string value = {};  // (an initializer: aggregate inits that omit it stay warning-free)
+  bool (*neutral)(const nlohmann::json& params) = nullptr;
 };
 
 // The largest integer param (positions, offsets, lengths, sizes) an op

@@ -425,8 +425,10 @@ void register_rope_ops(std::vector<OpDef>& ops) {
       {"invFreq", ParamType::Array, true},       {"attentionFactor", ParamType::Number, true},
   };
   op.features = {
-      {.name = "rope.interleaved", .params = {"interleaved"}},
-      {.name = "rope.rotaryDim", .params = {"rotaryDim"}},
+      {.name = "rope.interleaved", .params = {"interleaved"},
+       .neutral = [](const nlohmann::json& p) { return p["interleaved"] == false; }},
+      {.name = "rope.rotaryDim", .params = {"rotaryDim"},
+       .neutral = [](const nlohmann::json& p) { return p.contains("headDim") && p["rotaryDim"] == p["headDim"]; }},
       {.name = "rope.scaling", .params = {"scaling", "invFreq", "attentionFactor"}},
   };
   op.infer = infer_rope;
