@@ -57,12 +57,13 @@ int64_t get_int(const json& j, std::initializer_list<const char*> keys, int64_t 
 double get_num(const json& j, std::initializer_list<const char*> keys, double dflt, const std::string& src) {
   const json* v = find_key(j, keys);
   if (!v) return dflt;
-  if (!v->is_number()) fail(src, std::string(*keys.begin()) + " must be a number, got " + v->dump());
+  if (!v->is_number()) fail(src, key_of(j, keys) + " must be a number, got " + v->dump().substr(0, 40));
   return v->get<double>();
 }
 
 bool get_bool(const json& j, std::initializer_list<const char*> keys, bool dflt) {
   const json* v = find_key(j, keys);
+  if (v && v->is_number()) return v->get<double>() != 0;  // Python reads a config's 1 as true
   return v && v->is_boolean() ? v->get<bool>() : dflt;
 }
 
@@ -119,7 +120,7 @@ void read_common(const json& j, ModelConfig& c) {
   if (const json* rs = find_key(j, {"rope_scaling", "rope_parameters"}); rs && rs->is_object()) {
     c.rope_scaling = *rs;
     // transformers 5 keeps theta inside rope_parameters.
-    if (rs->contains("rope_theta")) c.rope_theta = (*rs)["rope_theta"].get<double>();
+    if (rs->contains("rope_theta")) c.rope_theta = get_num(*rs, {"rope_theta"}, c.rope_theta, s);
     const std::string type = get_str(*rs, {"rope_type", "type"}, "default");
     if (type == "default") c.rope_scaling = nullptr;
   }
@@ -130,7 +131,13 @@ void read_common(const json& j, ModelConfig& c) {
   c.attention_bias = get_bool(j, {"attention_bias", "qkv_bias"}, false);
   c.mlp_bias = get_bool(j, {"mlp_bias"}, false);
   c.sliding_window = get_int(j, {"sliding_window"}, 0, s);
-  if (!get_bool(j, {"use_sliding_window"}, true)) c.sliding_window = 0;
+  // Qwen's configs (qwen2, qwen3 and their MoE) keep a window that is off
+  // unless use_sliding_window says so, as transformers reads them.
+  const bool qwen = c.family.rfind("qwen", 0) == 0;
+  if (!get_bool(j, {"use_sliding_window"}, !qwen)) c.sliding_window = 0;
+  // OLMo's and OLMoE's clamp of q, k and v: no IR node clamps.
+  if (const json* clip = find_key(j, {"clip_qkv"}); clip)
+    fail(s, "clip_qkv = " + clip->dump().substr(0, 40) + ": clamping q, k and v is not supported");
   c.bos_token_id = get_int(j, {"bos_token_id"}, -1, s);
   c.eos_token_ids = id_list(find_key(j, {"eos_token_id"}));
   c.pad_token_id = get_int(j, {"pad_token_id"}, -1, s);
@@ -138,6 +145,13 @@ void read_common(const json& j, ModelConfig& c) {
   check_config_sizes(c, t_have);
   if (const json* lt = find_key(j, {"layer_types"}); lt && lt->is_array())
     for (const auto& t : *lt) c.layer_types.push_back(t.is_string() ? t.get<std::string>() : "");
+  // There, without layer_types, only layers from max_window_layers on slide
+  // (transformers' default: 28).
+  if (qwen && c.sliding_window > 0 && c.layer_types.empty()) {
+    const int64_t from = get_int(j, {"max_window_layers"}, 28, s);
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      c.layer_types.push_back(l >= from ? "sliding_attention" : "full_attention");
+  }
 }
 
 
@@ -201,8 +215,12 @@ ModelConfig parse_hf_config(const json& j, const std::string& source, const Tens
       find_family(get_str(j["text_config"], {"model_type"}, "")))
     return parse_hf_config(j["text_config"], source, have);
   if (!family) fail(source, "model_type \"" + c.family + "\" is not one bonfire knows (" + known_model_types_text() + ")");
-  read_common(j, c);
-  if (family->read_config) family->read_config(j, c);
+  try {
+    read_common(j, c);
+    if (family->read_config) family->read_config(j, c);
+  } catch (const nlohmann::json::exception& e) {  // a value of a type no reader checked
+    fail(source, std::string("a value has the wrong type (") + e.what() + ")");
+  }
   if (c.head_dim == 0)
     c.head_dim = get_int(j, {"head_dim"}, c.n_heads > 0 ? c.hidden_size / c.n_heads : 0, source);
   check_config(c, *family);

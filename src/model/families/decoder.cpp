@@ -1,5 +1,6 @@
 #include "model/families/decoder.h"
 
+#include "core/error.h"
 #include "ops/rope.h"
 
 #include <algorithm>
@@ -181,9 +182,10 @@ class Block {
   }
 
   void mlp(const std::string& in, const json& on) {
-    if (s_.mlp == "gelu" || s_.mlp == "gelu_exact") {
+    if (s_.mlp == "gelu" || s_.mlp == "gelu_exact" || s_.mlp == "relu" || s_.mlp == "silu") {
       add(linear(in, "u", s_.up, s_.mlp_bias), on);
-      add({{"op", "gelu"}, {"in", {"u"}}, {"out", "u"}, {"approx", s_.mlp == "gelu" ? "tanh" : "none"}}, on);
+      if (s_.mlp == "relu" || s_.mlp == "silu") add(op(s_.mlp, {"u"}, "u"), on);
+      else add({{"op", "gelu"}, {"in", {"u"}}, {"out", "u"}, {"approx", s_.mlp == "gelu" ? "tanh" : "none"}}, on);
       add(linear("u", "f", s_.down, s_.mlp_bias), on);
       return;
     }
@@ -360,6 +362,15 @@ json tokenizer_block(const ModelConfig& c) {
   return tok;
 }
 
+std::string plain_mlp(const ModelConfig& c, const std::string& act, const char* key) {
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return "gelu";
+  if (act == "gelu" || act == "gelu_python") return "gelu_exact";
+  if (act == "relu") return "relu";
+  if (act == "silu" || act == "swish") return "silu";
+  throw Error(ErrorCode::BadGraph, c.source + ": " + key + " \"" + bounded_text(act, 64) + "\" is not supported for " +
+                                       c.family + " (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu, silu)");
+}
+
 DecoderSpec llama_like(const ModelConfig& c) {
   DecoderSpec s;
   s.family = c.family;
@@ -374,8 +385,9 @@ DecoderSpec llama_like(const ModelConfig& c) {
   s.n_rot = static_cast<int64_t>(std::llround(s.head_dim * c.partial_rotary_factor));
   s.theta.assign(c.n_layers, c.rope_theta);
   s.window.assign(c.n_layers, 0);
-  s.qkv_bias = c.attention_bias;
-  s.o_bias = false;
+  // transformers' llama-like attention gives o_proj a bias too when
+  // attention_bias is set (Qwen 2's fixed q/k/v biases are its module's).
+  s.qkv_bias = s.o_bias = c.attention_bias;
   s.mlp_bias = c.mlp_bias;
   s.tied = c.tie_word_embeddings;
   s.moe_layer.assign(c.n_layers, false);
@@ -387,9 +399,44 @@ DecoderSpec llama_like(const ModelConfig& c) {
   return s;
 }
 
+// A config.json's rope_scaling with what transformers reads beside it (the
+// context lengths), checked as the rope op checks its scaling: an unknown
+// type, a factor that is no positive number or a string where a number
+// belongs is refused naming the key, never read as plain rope.
+json checked_hf_rope_scaling(const ModelConfig& c, int64_t n_rot) {
+  json rs = c.rope_scaling;
+  const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+  if (!rs.contains("max_position_embeddings") && c.max_position_embeddings > 0)
+    rs["max_position_embeddings"] = c.max_position_embeddings;
+  // Phi-3's config keeps the original context at the top level (default
+  // 4096); elsewhere longrope and yarn fall back to the current one.
+  if ((type == "longrope" || type == "su") && !rs.contains("original_max_position_embeddings")) {
+    const json* top = c.raw.contains("original_max_position_embeddings") ? &c.raw["original_max_position_embeddings"]
+                                                                         : nullptr;
+    if (top && !top->is_null()) rs["original_max_position_embeddings"] = *top;
+    else rs["original_max_position_embeddings"] = c.family == "phi3" ? int64_t(4096) : c.max_position_embeddings;
+  }
+  if (type == "su") rs["rope_type"] = "longrope";
+  if (type == "longrope" || type == "su") {
+    const int64_t half = n_rot / 2;  // the factors are tensors to the loader; the op wants their count
+    if (!rs.contains("long_factor")) rs["long_factor"] = std::vector<double>(half, 1.0);
+    if (!rs.contains("short_factor")) rs["short_factor"] = std::vector<double>(half, 1.0);
+  }
+  float attention = 1;
+  try {
+    rope_inv_freq(rs, c.rope_theta, n_rot, 1, &attention);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind("param scaling", 0) == 0) why = "rope_scaling" + why.substr(13);
+    throw Error(ErrorCode::BadGraph, c.source + ": " + why);
+  }
+  return rs;
+}
+
 void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
-  const json& rs = c.rope_scaling;
-  if (!rs.is_object() || s.n_rot == 0) return;
+  if (!c.rope_scaling.is_object() || s.n_rot == 0) return;
+  // A GGUF file's scaling comes from the converter's keys, checked on load.
+  const json rs = c.raw.is_object() ? checked_hf_rope_scaling(c, s.n_rot) : c.rope_scaling;
   const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
   const double theta = c.rope_theta;
   if (type == "linear") {
@@ -410,13 +457,13 @@ void set_rope_scaling(DecoderSpec& s, const ModelConfig& c) {
     // Short factors within the original context, long ones beyond it: the
     // loader provides both as tensors (GGUF names), the lowering chooses.
     const int64_t orig = rs.contains("original_max_position_embeddings")
-                             ? rs["original_max_position_embeddings"].get<int64_t>()
-                         : c.raw.is_object() ? c.raw.value("original_max_position_embeddings", int64_t(0))
-                                             : int64_t(0);
+                             ? int64_t(rs["original_max_position_embeddings"].get<double>())
+                             : int64_t(0);
     s.freq_factors = {{"short", "rope_factors_short.weight"}, {"long", "rope_factors_long.weight"},
                       {"original_ctx", orig}};
     const double f = orig > 0 ? double(c.max_position_embeddings) / double(orig) : rs.value("factor", 1.0);
-    s.attn_factor = rs.contains("attention_factor") ? rs["attention_factor"].get<double>()
+    s.attn_factor = rs.contains("attention_factor") && !rs["attention_factor"].is_null()
+                        ? rs["attention_factor"].get<double>()
                     : f <= 1                        ? 1.0
                                                     : std::sqrt(1 + std::log(f) / std::log(double(orig)));
   }

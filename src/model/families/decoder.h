@@ -63,7 +63,8 @@ struct DecoderSpec {
   std::vector<double> freq_scale;           // per layer (linear scaling: 1/factor); empty = 1
   double attn_factor = 1;
 
-  // MLP: "swiglu" (gate, up, down), "geglu", "gelu" / "gelu_exact" (up, down), "fused_swiglu" (gate_up, down).
+  // MLP: "swiglu" (gate, up, down), "geglu", "gelu" / "gelu_exact" / "relu" / "silu" (up, down),
+  // "fused_swiglu" (gate_up, down).
   std::string mlp = "swiglu";
   std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
   bool mlp_bias = false;
@@ -121,6 +122,12 @@ DecoderSpec llama_like(const ModelConfig& c);
 void set_rope_scaling(DecoderSpec& s, const ModelConfig& c);
 
 json build_decoder_ir(const DecoderSpec& s, const ModelConfig& c);
+
+// The MLP kind ("gelu", "gelu_exact", "relu" or "silu") of a plain
+// up → activation → down MLP whose activation transformers names `act`
+// (its ACT2FN keys); an activation the IR cannot express is refused naming
+// the key, never replaced by another.
+std::string plain_mlp(const ModelConfig& c, const std::string& act, const char* key);
 
 // The document's "tokenizer": tokenizer.json beside it, bos and specials from the config.
 json tokenizer_block(const ModelConfig& c);

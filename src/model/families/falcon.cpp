@@ -21,6 +21,9 @@ void read_config(const nlohmann::json& j, ModelConfig& c) {
   c.n_kv_heads = new_arch ? get_int(j, {"num_kv_heads", "n_head_kv"}, c.n_heads, c.source) : mqa ? 1 : c.n_heads;
   c.parallel_residual = new_arch || get_bool(j, {"parallel_attn"}, true);
   c.alibi = get_bool(j, {"alibi"}, false);
+  // Falcon-RW adds ALiBi to the scores before they are scaled (BLOOM after):
+  // its slopes come out divided by sqrt(head_dim), which no IR field says.
+  if (c.alibi) fail(c.source, "alibi: Falcon's ALiBi (Falcon-RW), scaled with the scores, is not supported");
   c.attention_bias = c.mlp_bias = get_bool(j, {"bias"}, false);
   if (c.intermediate_size == 0) c.intermediate_size = get_int(j, {"ffn_hidden_size"}, 4 * c.hidden_size, c.source);
   c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
@@ -56,14 +59,21 @@ nlohmann::json document(const ModelConfig& c) {
   families::DecoderSpec s = families::llama_like(c);
   // GGUF metadata does not say; Falcon-7B (the old layout) has one kv head.
   const bool new_arch = c.raw.is_object() && c.raw.contains("new_decoder_architecture")
-                            ? c.raw["new_decoder_architecture"].get<bool>()
+                            ? cfg::get_bool(c.raw, {"new_decoder_architecture"}, false)
                             : c.n_kv_heads > 1;
+  // transformers: the new architecture has ln_attn and ln_mlp unless
+  // num_ln_in_parallel_attn is 1 (Falcon 2), which keeps input_layernorm.
+  const bool two_norms =
+      new_arch && (!c.raw.is_object() || cfg::get_int(c.raw, {"num_ln_in_parallel_attn"}, 2, c.source) == 2);
   s.embed = "transformer.word_embeddings.weight";
   s.norm = "layernorm";
   s.layer = "transformer.h.{i}.";
   const int64_t per_group = s.heads / s.kv_heads;
   const std::string bias = c.attention_bias ? "self_attention.query_key_value.bias" : "";
-  if (new_arch)
+  // The new layout groups q heads with their kv head; the old one without
+  // multi_query packs each head's q, k and v together, the same grouping
+  // with as many kv heads as heads.
+  if (new_arch || s.kv_heads == s.heads)
     s.fused = {"self_attention.query_key_value.weight", bias, s.kv_heads,
                {per_group * s.head_dim, s.head_dim, s.head_dim}};
   else
@@ -71,14 +81,13 @@ nlohmann::json document(const ModelConfig& c) {
                {s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim}};
   s.o = "self_attention.dense";
   s.o_bias = c.attention_bias;
-  if (new_arch) {
+  if (two_norms) {
     s.parallel = "two_norms";
     s.attn_norm = "ln_attn";
     s.ffn_norm = "ln_mlp";
   } else {
     s.parallel = c.parallel_residual ? "shared" : "";
   }
-  if (c.alibi) s.alibi = true, s.n_rot = 0;
   s.mlp = c.hidden_act == "gelu" ? "gelu_exact" : "gelu";
   s.up = "mlp.dense_h_to_4h";
   s.down = "mlp.dense_4h_to_h";

@@ -20,6 +20,8 @@ void read_config(const nlohmann::json& j, ModelConfig& c) {
   c.attention_bias = c.mlp_bias = true;
   c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
   c.partial_rotary_factor = 0;  // learned absolute positions
+  if (get_bool(j, {"scale_attn_by_inverse_layer_idx"}, false))
+    fail(c.source, "scale_attn_by_inverse_layer_idx (scores scaled by 1/(layer + 1)) is not supported");
 }
 
 void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) { c.hidden_act = "gelu_new"; }
@@ -59,7 +61,9 @@ nlohmann::json document(const ModelConfig& c) {
   s.o = "attn.c_proj";
   s.o_bias = true;
   s.n_rot = 0;
-  s.mlp = c.hidden_act == "gelu" ? "gelu_exact" : "gelu";
+  s.mlp = families::plain_mlp(c, c.hidden_act, "activation_function");
+  // transformers: scores are divided by sqrt(head_dim) only when scale_attn_weights.
+  if (c.raw.is_object() && !cfg::get_bool(c.raw, {"scale_attn_weights"}, true)) s.scale = 1;
   s.up = "mlp.c_fc";
   s.down = "mlp.c_proj";
   s.mlp_bias = true;

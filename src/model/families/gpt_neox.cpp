@@ -36,7 +36,7 @@ nlohmann::json document(const ModelConfig& c) {
   s.o = "attention.dense";
   s.o_bias = c.attention_bias;
   s.parallel = c.parallel_residual ? "two_norms" : "";
-  s.mlp = c.hidden_act == "gelu_new" || c.hidden_act == "gelu_pytorch_tanh" ? "gelu" : "gelu_exact";
+  s.mlp = families::plain_mlp(c, c.hidden_act, "hidden_act");
   s.up = "mlp.dense_h_to_4h";
   s.down = "mlp.dense_4h_to_h";
   s.mlp_bias = true;

@@ -52,7 +52,7 @@ nlohmann::json document(const ModelConfig& c) {
     s.renorm = true;
   }
   if (c.family == "qwen2_moe") {
-    s.qkv_bias = true;
+    s.qkv_bias = true, s.o_bias = false;  // transformers: o_proj has none
     if (c.shared_expert_intermediate_size > 0) {
       s.shared_gate = "mlp.shared_expert.gate_proj";
       s.shared_up = "mlp.shared_expert.up_proj";

@@ -13,7 +13,7 @@ void read_gguf(const GgufKeys&, ModelConfig& c, const TensorCensus*) { c.qk_norm
 
 nlohmann::json document(const ModelConfig& c) {
   families::DecoderSpec s = families::llama_like(c);
-  if (c.family == "qwen2") s.qkv_bias = true;
+  if (c.family == "qwen2") s.qkv_bias = true, s.o_bias = false;  // transformers: o_proj has none
   if (c.qk_norm) s.q_norm = "self_attn.q_norm", s.k_norm = "self_attn.k_norm";
   return families::build_decoder_ir(s, c);
 }

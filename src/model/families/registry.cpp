@@ -99,7 +99,12 @@ nlohmann::json family_document(const ModelConfig& c) {
   if (!f || !f->document)
     throw Error(ErrorCode::BadGraph, c.source + ": no IR module for model_type \"" + c.family + "\" (bonfire has: " +
                                          known_model_types_text() + "); write a bonfire.ir.json beside the model");
-  return f->document(c);
+  try {
+    return f->document(c);
+  } catch (const nlohmann::json::exception& e) {  // a config value of a type the module did not expect
+    throw Error(ErrorCode::BadGraph, c.source + ": a value has the wrong type for model_type \"" + c.family +
+                                         "\" (" + e.what() + ")");
+  }
 }
 
 }  // namespace bonfire

@@ -17,6 +17,7 @@ void read_config(const json& j, ModelConfig& c) {
   c.norm = "layernorm";
   c.norm_eps = get_num(j, {"norm_epsilon", "layer_norm_epsilon"}, 1e-5, c.source);
   c.attention_bias = c.mlp_bias = get_bool(j, {"use_bias"}, true);
+  c.hidden_act = get_str(j, {"hidden_act"}, "gelu_pytorch_tanh");  // transformers' default
   c.tie_word_embeddings = get_bool(j, {"tie_word_embeddings"}, true);
 }
 
@@ -26,7 +27,7 @@ nlohmann::json document(const ModelConfig& c) {
   DecoderSpec s = llama_like(c);
   s.norm = "layernorm";
   s.qkv_bias = s.o_bias = c.attention_bias;
-  s.mlp = c.hidden_act == "gelu" ? "gelu_exact" : "gelu";
+  s.mlp = families::plain_mlp(c, c.hidden_act, "hidden_act");
   s.up = "mlp.c_fc";
   s.down = "mlp.c_proj";
   s.mlp_bias = c.mlp_bias;
