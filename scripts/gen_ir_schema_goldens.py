@@ -12,7 +12,8 @@ zero/negative/fractional integers, integral floats (4.0 is an integer in
 2020-12), unknown keys, `_` prose keys (allowed anywhere), per_layer objects
 (wrapped values, extra keys, non-array lists), empty names, changed ops and
 slot kinds, nested changes in nodes, slots, tokenizer, inputs/outputs and
-modes, dropped/duplicated nodes and combinations of two or three of these.
+modes, dropped/duplicated nodes and combinations of two or three of these;
+then fixed cases of whole numbers beyond 64 bits.
 To keep the file small, a variant's block keeps at most a few nodes beside
 the one it mutates (removing nodes never changes the schema verdict).
 """
@@ -522,6 +523,14 @@ def main():
         if not done:
             continue
         cases.append({"id": f"{name}-{len(cases):04d}", "mutation": "; ".join(done), "doc": doc})
+    # Whole numbers beyond 64 bits are integers to 2020-12 as any others
+    # are; valijson needs them brought into range first (schema_check.cpp).
+    # Fixed cases after the seeded ones, so those stay as they were.
+    for value in (10**19, 2**63, 2**64, 10**20, 10**30, -(10**19)):
+        for path in (("model", "ctx"), ("ir_version",), ("tokenizer", "bos")):
+            doc = copy.deepcopy(bases["llama"])
+            put(doc, path, value)
+            cases.append({"id": f"llama-huge-{len(cases):04d}", "mutation": f"{fmt(path)} = {value}", "doc": doc})
     n_valid = 0
     for c in cases:
         c["valid"] = validator.is_valid(c["doc"])

@@ -32,7 +32,10 @@
 // - One difference is in the instance, not the schema: 2020-12 counts 4.0 as
 //   an integer, valijson (strict types) only 4. check_schema validates a copy
 //   of the document with integral floats made integers
-//   (integral_floats_as_integers); floats beyond 64 bits stay floats.
+//   (integral_floats_as_integers). Whole numbers beyond int64 (1e19, 1e30)
+//   are integers to 2020-12 too; valijson would read an unsigned one above
+//   2^63 as negative, so the copy holds them as int64's extremes, which every
+//   minimum in the schema reads as jsonschema reads the real value.
 //
 // The schema itself is parsed unchanged. tests/ir_validate_test.cpp checks
 // the verdicts against python-jsonschema's Draft202012Validator on 600+
@@ -149,11 +152,13 @@ std::string json_path_key(const std::string& key) {
 }
 
 json integral_floats_as_integers(const json& v) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMax)) return json(kMax);
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (std::isfinite(d) && std::floor(d) == d) {
       if (d >= -9223372036854775808.0 && d < 9223372036854775808.0) return json(static_cast<int64_t>(d));
-      if (d >= 0 && d < 18446744073709551616.0) return json(static_cast<uint64_t>(d));
+      return json(d > 0 ? kMax : kMin);
     }
     return v;
   }
