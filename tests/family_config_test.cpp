@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "ir/validate.h"
 #include "model/config.h"
 #include "model/family.h"
 
@@ -136,6 +137,17 @@ TEST(FamilyConfig, WhatCannotBeExpressedIsRefused) {
   EXPECT_NE(refusal(o).find("clip_qkv = 8.0"), std::string::npos) << refusal(o);
   o["clip_qkv"] = nullptr;  // OLMoE-1B-7B's own config
   EXPECT_EQ(refusal(o), "(accepted)");
+}
+
+// An odd head_dim under full rope has no rotary pairs: the document says
+// it, and its rules refuse it (rule R11) before `ir from-hf` prints it.
+TEST(FamilyConfig, OddHeadDimUnderFullRopeIsInvalid) {
+  json l = llama_config();
+  l["head_dim"] = 15;
+  const auto problems = ir::validate_ir(document(l));
+  ASSERT_FALSE(problems.empty());
+  EXPECT_EQ(problems[0].rule, 11);
+  EXPECT_NE(problems[0].message.find("head_dim 15 is odd"), std::string::npos) << problems[0].message;
 }
 
 // rope_scaling is checked as the rope op checks it, with the context

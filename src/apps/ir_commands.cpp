@@ -40,7 +40,13 @@ struct Options {
 };
 
 int from_hf(const Options& o) {
-  return guarded([&] { std::cout << ir::in_reading_order(ir::ir_for_model(*ModelFiles::open(o.path))).dump(2) << "\n"; });
+  return guarded([&] {
+    // A config the module turns into a document its own rules refuse (an odd
+    // head_dim under full rope) is refused here, not printed as a document.
+    const json doc = ir::ir_for_model(*ModelFiles::open(o.path));
+    ir::require_valid_ir(doc, nullptr, o.path);
+    std::cout << ir::in_reading_order(doc).dump(2) << "\n";
+  });
 }
 
 int lower(const Options& o) {

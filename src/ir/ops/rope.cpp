@@ -38,6 +38,11 @@ void check_rope(Checker& c, const std::string& sec, size_t k, const json& node) 
     if (mode && *mode == "first" && !has_n_rot && !(node.contains("n_rot") && is_per_layer(node["n_rot"])))
       c.report(path + ".rope_heads", "rope_heads \"first\"" + on_layer(node, l) + " needs n_rot (how many channels rotate)", 11,
                path + "|first");
+    if (mode && *mode == "all" && !n_rot && hd && *hd % 2 != 0)
+      c.report(path + ".head_dim",
+               "rope_heads \"all\" rotates the whole head, but head_dim " + str(*hd) + on_layer(node, l) +
+                   " is odd; rotary pairs need it even",
+               11, path + "|odd_all");
     if (mode && *mode == "all" && n_rot && hd && *n_rot != *hd)
       c.report(path + ".n_rot",
                "rope_heads \"all\" rotates the whole head but n_rot " + str(*n_rot) + on_layer(node, l) +
