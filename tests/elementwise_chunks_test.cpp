@@ -33,9 +33,12 @@ TEST(ElementwiseChunks, SameShapeRowVectorAndScalar) {
     const Tensor same = run_op(c.op, {make({kRows, kCols}, a), make({kRows, kCols}, b)}, json::object());
     const Tensor by_row = run_op(c.op, {make({kRows, kCols}, a), make({kCols}, row)}, json::object());
     const Tensor by_one = run_op(c.op, {make({kRows, kCols}, a), make({1}, {s})}, json::object());
+    // The manifest's "row vector as wide as a" also in a's rank: [1, 1, C].
+    const Tensor by_row3 = run_op(c.op, {make({3, 3, kCols}, a), make({1, 1, kCols}, row)}, json::object());
     for (int64_t i = 0; i < kRows * kCols; ++i) {
       ASSERT_EQ(same.f32()[i], c.f(a[i], b[i])) << "same shape, element " << i;
       ASSERT_EQ(by_row.f32()[i], c.f(a[i], row[i % kCols])) << "row vector, element " << i;
+      ASSERT_EQ(by_row3.f32()[i], c.f(a[i], row[i % kCols])) << "[1, 1, C], element " << i;
       ASSERT_EQ(by_one.f32()[i], c.f(a[i], s)) << "scalar, element " << i;
     }
   }
@@ -72,6 +75,8 @@ TEST(ElementwiseChunks, RmsnormRowsAcrossThreads) {
 TEST(ElementwiseChunks, LazyMessagesStillNameTheProblem) {
   const TensorDesc a{DType::F32, {kRows, kCols}}, b{DType::F32, {kRows, kCols + 1}};
   expect_bad_graph("add", {a, b}, json::object(), "b [9, 5004] must have a's shape [9, 5003]");
+  expect_bad_graph("add", {a, TensorDesc{DType::F32, {1, 1, 1, kCols}}}, json::object(),
+                   "b [1, 1, 1, 5003] must have a's shape [9, 5003]");  // more axes than a
   expect_bad_graph("rmsnorm", {a, TensorDesc{DType::F32, {kCols}}}, {{"groupSize", 7}},
                    "param groupSize 7 must divide the row width 5003");
   const TensorDesc q{DType::F32, {1, 64}}, kv{DType::F32, {4, 16}};

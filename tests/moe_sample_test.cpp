@@ -523,6 +523,9 @@ TEST(SampleTest, Distribution) {
   EXPECT_EQ(sample1({(float)std::log(0.2), (float)std::log(0.3), (float)std::log(0.5)},
                     {{"temperature", 1}, {"topP", 0.5}, {"seed", 1}}),
             2);
+  // topP 0 keeps the most likely token alone, as transformers' top-p keeps one.
+  const Tensor p0 = run("sample", {f32_tensor({R, 3}, l)}, {{"temperature", 1}, {"seed", 77}, {"topP", 0}});
+  for (int64_t r = 0; r < R; ++r) ASSERT_EQ(p0.f32()[r], 2.0f) << r;
 }
 
 // The definition with a full sort of the candidates: topK's k best logits,
@@ -637,7 +640,7 @@ TEST(SampleTest, RefusesBadParams) {
   refused(in, {{"temperature", -1}}, "temperature");
   refused(in, {{"topK", -1}}, "topK");
   refused(in, {{"topK", 1.5}}, "topK");
-  refused(in, {{"topP", 0}}, "topP");
+  refused(in, {{"topP", -0.1}}, "topP");
   refused(in, {{"topP", 1.5}}, "topP");
   refused(in, {{"repetitionPenalty", 0}}, "repetitionPenalty");
   refused(in, {{"seed", 1.5}}, "seed");

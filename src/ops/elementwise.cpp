@@ -20,7 +20,9 @@ Shape infer_binary(const std::vector<TensorDesc>& in, const Params&) {
   check_f32(in, 1, "input b");
   const TensorDesc &a = in[0], &b = in[1];
   const bool same = a.shape == b.shape;
-  const bool row = b.numel() == a.cols() && (b.shape.size() == 1 || (b.shape.size() == 2 && b.shape[0] == 1));
+  // A row vector: [C], [1, C], or [1, ..., 1, C] of at most a's rank.
+  const bool row = b.numel() == a.cols() && !b.shape.empty() && b.shape.back() == a.cols() &&
+                   b.shape.size() <= std::max<size_t>(a.shape.size(), 2);
   const bool scalar = b.numel() == 1;
   check(same || row || scalar, [&] {
     return "b " + shape_str(b.shape) + " must have a's shape " + shape_str(a.shape) + ", be a row vector of " +

@@ -46,7 +46,10 @@ SampleConfig parse_params(const Params& p, int64_t hist) {
   c.top_k = p.int_("topK", 0);
   check(c.top_k >= 0, "sample: topK must be >= 0 (0 = off)");
   c.top_p = p.num("topP", 1.0);
-  check(c.top_p > 0 && c.top_p <= 1, "sample: topP must be in (0, 1] (1 = off)");
+  check(c.top_p >= 0 && c.top_p <= 1, "sample: topP must be in [0, 1] (1 = off)");
+  // topP 0 keeps the most likely token alone (transformers' top-p keeps at
+  // least one): top-k 1.
+  if (c.top_p == 0) c.top_p = 1, c.top_k = 1;
   c.seed = to_u64(p, "seed");
   c.step = to_u64(p, "step");
   const double rep = p.num("repetitionPenalty", 1.0);
