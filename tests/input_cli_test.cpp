@@ -127,6 +127,15 @@ TEST_F(InputCli, PipeIsReadLikeAFile) {
   EXPECT_EQ(e.value("code", ""), "too_large") << e;
 }
 
+// A decode step is one token: `ir lower --tokens 8` asks for a prefill.
+TEST_F(InputCli, LowerDecodeTakesOneToken) {
+  const std::string doc = (testing::source_dir() / "tests" / "ir" / "docs" / "llama.json").string();
+  const json e = refusal("ir lower " + doc + " --mode decode --tokens 8");
+  EXPECT_NE(message(e).find("--tokens 8 is for a prefill step"), std::string::npos) << e.dump();
+  auto [out, status] = bonfire("ir lower " + doc + " --mode prefill --tokens 8");
+  EXPECT_EQ(status, 0) << out;
+}
+
 TEST_F(InputCli, TokenizeNeedsTextOrFile) {
   for (const std::string& args : {std::string(""), " --text a --file " + write("t.txt", "a")}) {
     const json e = refusal("tokenize --model " + demo() + args);

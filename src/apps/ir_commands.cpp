@@ -51,6 +51,9 @@ int from_hf(const Options& o) {
 
 int lower(const Options& o) {
   return guarded([&] {
+    if (o.mode == "decode" && o.tokens_n != 1)
+      throw Error(ErrorCode::BadGraph, "--tokens " + std::to_string(o.tokens_n) +
+                                           " is for a prefill step (--mode prefill); a decode step takes one token");
     const json doc = read_json_input(o.file);
     ir::LowerOptions lo;
     lo.mode = o.mode;
@@ -147,7 +150,7 @@ std::function<int()> add_ir_commands(CLI::App& app, CLI::App& ir) {
   fh->add_option("path", o->path, "model folder, config.json's folder, or a .gguf file")->required();
   auto* lw = ir.add_subcommand("lower", "the protocol graph an IR document lowers to, on stdout");
   lw->add_option("file", o->file, "the IR document (- reads stdin)")->required();
-  lw->add_option("--mode", o->mode, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
+  lw->add_option("--mode", o->mode, "prefill or decode (default decode)")->check(CLI::IsMember({"prefill", "decode"}));
   lw->add_option("--tokens", o->tokens_n, "tokens of a prefill step (default 1)")->check(CLI::PositiveNumber);
   lw->add_option("--ctx", o->ctx, "the session's context (default: the model's)")->check(CLI::PositiveNumber);
   lw->add_option("--model", o->model, "the checkpoint, for widths the document leaves open");

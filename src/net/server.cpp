@@ -243,6 +243,7 @@ struct Server::Route {
   Access access;
   const char* label;
   void (*run)(Server& s, const HttpRequest& req, HttpResponder& res);
+  bool matches(const std::string& p) const { return prefix ? p.rfind(path, 0) == 0 : p == path; }
 };
 
 const std::vector<Server::Route>& Server::routes() {
@@ -308,7 +309,7 @@ const std::vector<Server::Route>& Server::routes() {
 
 std::string Server::endpoint_label(const std::string& path) {
   for (const Route& r : routes())
-    if (r.prefix ? path.rfind(r.path, 0) == 0 : path == r.path) return r.label;
+    if (r.matches(path)) return r.label;
   return path.rfind("/v1/", 0) == 0 ? "/v1/" : "unknown";
 }
 
@@ -318,7 +319,7 @@ void Server::route(const HttpRequest& req, HttpResponder& res, std::string& endp
   const Route* found = nullptr;
   std::string allowed;  // the methods of rows whose path matches
   for (const Route& r : routes()) {
-    if (!(r.prefix ? p.rfind(r.path, 0) == 0 : p == r.path)) continue;
+    if (!r.matches(p)) continue;
     if (m == r.method) {
       found = &r;
       break;
