@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <boost/asio/strand.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -59,16 +60,27 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Error error_from_json(const json& e) {
+// A worker's error as PROTOCOL.md writes errors; nullopt when it is not
+// one (a field of the wrong type): a malformed reply, never an exception
+// thrown at the coordinator.
+std::optional<Error> error_from_json(const json& e) {
   static const std::map<std::string, ErrorCode> codes = {
       {"bad_graph", ErrorCode::BadGraph},         {"unsupported_feature", ErrorCode::UnsupportedFeature},
       {"no_worker", ErrorCode::NoWorker},         {"session_not_found", ErrorCode::SessionNotFound},
       {"too_large", ErrorCode::TooLarge},         {"timeout", ErrorCode::Timeout},
       {"internal", ErrorCode::Internal}};
-  if (!e.is_object()) return Error(ErrorCode::Internal, "the worker sent a malformed error");
-  auto it = codes.find(e.value("code", "internal"));
-  return Error(it == codes.end() ? ErrorCode::Internal : it->second, e.value("error", std::string("worker error")),
-               e.value("node", ""), e.value("feature", ""));
+  if (!e.is_object()) return std::nullopt;
+  auto text = [&](const char* key, const std::string& dflt) -> std::optional<std::string> {
+    auto it = e.find(key);
+    if (it == e.end() || it->is_null()) return dflt;
+    if (!it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  const auto code = text("code", "internal"), why = text("error", "worker error"), node = text("node", ""),
+             feature = text("feature", "");
+  if (!code || !why || !node || !feature) return std::nullopt;
+  auto it = codes.find(*code);
+  return Error(it == codes.end() ? ErrorCode::Internal : it->second, *why, *node, *feature);
 }
 
 }  // namespace
@@ -106,8 +118,15 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
   const std::string secs = std::to_string(static_cast<int>(timeout_s));
   if (!done) {
     // The worker stops the call at the same deadline. A step the
-    // coordinator built should never take this long; a client's graph may.
+    // coordinator built should never take this long; a client's graph may,
+    // so that only counts as the worker's time a call (the next graph goes
+    // to a worker that answers).
     if (kind == CallKind::Step) strike("no answer to a step within " + secs + " s");
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      const double waited = timeout_s * 1000;
+      ewma_ms_ = ewma_ms_ == 0 ? waited : 0.8 * ewma_ms_ + 0.2 * waited;
+    }
     throw Error(ErrorCode::Timeout, "worker " + info_.id + " did not answer within " + secs + " s");
   }
   if (!p->failure.empty()) throw Error(ErrorCode::NoWorker, "worker " + info_.id + " is gone (" + p->failure + ")");
@@ -118,7 +137,12 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
   }
   ++calls_;
   if (p->reply.type() == "error") {
-    Error e = error_from_json(p->reply.header.value("error", json()));
+    const std::optional<Error> sent = error_from_json(p->reply.header.value("error", json()));
+    if (!sent) {
+      strike("answered with a malformed error");
+      throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a malformed error");
+    }
+    const Error& e = *sent;
     // Out of memory or time is capacity, not a fault (a client could
     // otherwise get a worker dropped by asking for too much); any other error
     // to a graph the coordinator built and checked is the worker's.
@@ -131,6 +155,11 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
     strike("answered with a \"" + p->reply.type() + "\" message");
     throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a malformed reply");
   }
+  // What the coordinator reads of a result's header (its time) has a type.
+  if (const json& ms = p->reply.header.value("ms", json()); !ms.is_null() && !(ms.is_number() && std::isfinite(ms.get<double>()))) {
+    strike("its result's \"ms\" is not a number");
+    throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a malformed reply");
+  }
   int64_t bytes = 0;
   for (const auto& [name, t] : p->reply.tensors) {
     bytes += t.numel() * 4;
@@ -139,6 +168,12 @@ Message RemoteWorker::call(Message m, double timeout_s, CallKind kind, const std
       throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent a tensor that was not asked for");
     }
   }
+  if (expect)
+    for (const auto& name : *expect)
+      if (!p->reply.tensors.count(name)) {
+        strike("its reply lacks \"" + name.substr(0, 64) + "\"");
+        throw Error(ErrorCode::NoWorker, "worker " + info_.id + " left out an output it was asked for");
+      }
   if (max_output >= 0 && bytes > max_output) {
     strike("its reply is larger than the call allows");
     throw Error(ErrorCode::NoWorker, "worker " + info_.id + " sent more bytes than the call allows");
@@ -165,6 +200,12 @@ void RemoteWorker::unsolicited(const std::string& what) {
 
 void RemoteWorker::on_reply(Message m) {
   hop_trace("call.reply_in");
+  // docs/NETWORK.md: either side may ask if the other is alive.
+  if (m.type() == "ping") {
+    const json t = m.header.value("t", json(0.0));
+    return link_->send(Message(json{{"type", "pong"}, {"t", t.is_number() ? t : json(0.0)}}));
+  }
+  if (m.type() == "pong") return;
   const json req = m.header.value("req", json());
   if (!req.is_number_integer()) return unsolicited("a \"" + m.type().substr(0, 32) + "\" without a request id");
   std::shared_ptr<Pending> p;
@@ -437,23 +478,63 @@ void Coordinator::hello(std::shared_ptr<Link> link, const Message& m, std::share
         return refuse("banned for another " + std::to_string(left.count()) + " s: " + b->reason);
       }
     }
+    // What a worker says of itself is checked before anyone reads it: the
+    // numbers in range, the lists lists of short names.
+    auto whole = [&](const char* key, int64_t hi) -> std::optional<int64_t> {
+      const json v = h.value(key, json(0));
+      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= double(hi)) ||
+          v.get<double>() != std::floor(v.get<double>()))
+        return std::nullopt;
+      return static_cast<int64_t>(v.get<double>());
+    };
+    auto names = [&](const char* key, std::set<std::string>& out) {
+      const json& list = h.at(key);
+      if (!list.is_array() || list.size() > 4096) return false;
+      for (const auto& n : list) {
+        if (!n.is_string() || n.get<std::string>().size() > 128) return false;
+        out.insert(n.get<std::string>());
+      }
+      return true;
+    };
     WorkerInfo info;
     info.remote = link->remote();
     info.address = link->remote_address();
     info.local = local;
-    for (const auto& o : h.at("ops")) info.ops.insert(o.get<std::string>());
-    for (const auto& f : h.at("features")) info.features.insert(f.get<std::string>());
-    info.limits = h.value("limits", json::object());
-    info.threads = h.value("threads", 0);
+    const auto threads = whole("threads", 1 << 16), memory = whole("memory", int64_t(1) << 50);
+    if (!threads || !memory)
+      return refuse("malformed hello: threads and memory must be whole numbers in range (0 to 65536 threads, 0 to 1 PiB)");
+    if (!names("ops", info.ops) || !names("features", info.features))
+      return refuse("malformed hello: ops and features must be lists of names");
+    info.limits = json::object();
+    const json limits = h.value("limits", json::object());
+    if (!limits.is_object() || limits.size() > 32) return refuse("malformed hello: limits must be an object of numbers");
+    for (const auto& [k, v] : limits.items())
+      if (v.is_number() && k.size() <= 64) info.limits[k] = v;  // read as numbers, or not at all
+    info.threads = *threads;
     if (h.contains("simd") && h["simd"].is_string()) info.simd = bounded_text(h["simd"].get<std::string>(), 16);
     info.kind = h.value("kind", json()) == "browser" ? "browser" : "native";
     if (const json r = h.value("int8Rows", json()); r == "none" || r == "few" || r == "any") info.int8_rows = r;
     info.device = device_of(h, info.simd);
     info.background = h.value("background", false);
-    info.memory = h.value("memory", int64_t(0));
+    info.memory = *memory;
     info.fetch = h.value("fetch", false);
     info.joined = unix_now();
-    for (const auto& mm : h.value("models", json::array())) info.models[mm.at("id")] = mm.at("hash");
+    const json models = h.value("models", json::array());
+    if (!models.is_array() || models.size() > 256) return refuse("malformed hello: models must be a list (at most 256)");
+    // A model id is a folder's or file's name (spaces and any script
+    // allowed), never a path or a line break.
+    auto model_name = [](const std::string& s) {
+      return !s.empty() && s.size() <= 200 && s != "." && s != ".." &&
+             std::none_of(s.begin(), s.end(), [](char c) { return (c >= 0 && c < 32) || c == 127 || c == '/' || c == '\\'; });
+    };
+    for (const auto& mm : models) {
+      const json id = mm.at("id"), hash = mm.at("hash");
+      if (!id.is_string() || !model_name(id.get<std::string>()) || !hash.is_string() ||
+          hash.get<std::string>().size() > 128)
+        return refuse("malformed hello: a model's id must be a name (no slashes or control characters) and its hash "
+                      "a string");
+      info.models[id.get<std::string>()] = hash.get<std::string>();
+    }
     std::string id = claimed;
     if (!id.empty() && !safe_name(id)) return refuse("the worker id has characters ids may not have");
     std::shared_ptr<RemoteWorker> w, replaced;

@@ -76,7 +76,11 @@ class PipelineRun {
         // call it is in fails only its own sequence.
         if (attempt >= m_.options().max_failovers) throw;
         if (calling_) suspects_.insert(calling_->id());
-        replace_lost_workers(e.what());
+        try {
+          replace_lost_workers(e.what());
+        } catch (const Error& again) {  // no one to take over: say what happened to the one that left
+          throw Error(again.code, std::string(again.what()) + " (after: " + e.what() + ")");
+        }
         rebuild = true;
         alone_ = true;
       }
@@ -351,9 +355,11 @@ class PipelineRun {
     throw Error(ErrorCode::Internal, "a pipeline without stages");
   }
 
-  // A worker whose answer cannot be right is dropped like one that left.
+  // A worker whose answer cannot be right (no wrong computation gives a
+  // token outside the vocabulary) is banned, as one a referee outvoted.
   [[noreturn]] void distrust(Stage& s, const std::string& why) {
-    s.worker->close("sent an invalid result: " + why);
+    const double ban_s = checks_.verifier ? checks_.verifier->options().ban_s : 3600;
+    if (!net_.ban(*s.worker, ban_s, "sent an invalid result: " + why)) s.worker->close("sent an invalid result: " + why);
     throw Error(ErrorCode::NoWorker, "worker " + s.worker->info().id + " sent an invalid result: " + why);
   }
 
