@@ -235,4 +235,7 @@ class Coordinator {
 // they differ.
 bool same_secret(const std::string& a, const std::string& b);
 
+// Seconds since 1970 (what "created" and "joined" fields carry).
+double unix_now();
+
 }  // namespace bonfire::net

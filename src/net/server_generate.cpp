@@ -19,10 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The prompt's tokens, refused before tokenizing when its text could not
 // fit the context anyway (the tokenizer's working memory grows with the
 // text: a 16 MB prompt cost ~940 MB). No vocabulary here has a token over
