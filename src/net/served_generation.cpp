@@ -358,7 +358,7 @@ class PipelineRun {
   // A worker whose answer cannot be right (no wrong computation gives a
   // token outside the vocabulary) is banned, as one a referee outvoted.
   [[noreturn]] void distrust(Stage& s, const std::string& why) {
-    const double ban_s = checks_.verifier ? checks_.verifier->options().ban_s : 3600;
+    const double ban_s = (checks_.verifier ? checks_.verifier->options() : VerifyOptions{}).ban_s;
     if (!net_.ban(*s.worker, ban_s, "sent an invalid result: " + why)) s.worker->close("sent an invalid result: " + why);
     throw Error(ErrorCode::NoWorker, "worker " + s.worker->info().id + " sent an invalid result: " + why);
   }

@@ -1,6 +1,7 @@
 #include "model/families/decoder.h"
 
 #include "core/error.h"
+#include "model/config_keys.h"
 #include "ops/rope.h"
 
 #include <algorithm>
@@ -408,16 +409,15 @@ json checked_hf_rope_scaling(const ModelConfig& c, int64_t n_rot) {
   const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
   if (!rs.contains("max_position_embeddings") && c.max_position_embeddings > 0)
     rs["max_position_embeddings"] = c.max_position_embeddings;
-  // Phi-3's config keeps the original context at the top level (default
-  // 4096); elsewhere longrope and yarn fall back to the current one.
-  if ((type == "longrope" || type == "su") && !rs.contains("original_max_position_embeddings")) {
-    const json* top = c.raw.contains("original_max_position_embeddings") ? &c.raw["original_max_position_embeddings"]
-                                                                         : nullptr;
-    if (top && !top->is_null()) rs["original_max_position_embeddings"] = *top;
-    else rs["original_max_position_embeddings"] = c.family == "phi3" ? int64_t(4096) : c.max_position_embeddings;
-  }
-  if (type == "su") rs["rope_type"] = "longrope";
   if (type == "longrope" || type == "su") {
+    rs["rope_type"] = "longrope";
+    // Phi-3's config keeps the original context at the top level (default
+    // 4096); elsewhere it falls back to the current one (yarn's, in the op).
+    if (!rs.contains("original_max_position_embeddings")) {
+      const json* top = cfg::find_key(c.raw, {"original_max_position_embeddings"});
+      rs["original_max_position_embeddings"] =
+          top ? *top : json(c.family == "phi3" ? int64_t(4096) : c.max_position_embeddings);
+    }
     const int64_t half = n_rot / 2;  // the factors are tensors to the loader; the op wants their count
     if (!rs.contains("long_factor")) rs["long_factor"] = std::vector<double>(half, 1.0);
     if (!rs.contains("short_factor")) rs["short_factor"] = std::vector<double>(half, 1.0);

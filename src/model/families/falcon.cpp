@@ -63,8 +63,7 @@ nlohmann::json document(const ModelConfig& c) {
                             : c.n_kv_heads > 1;
   // transformers: the new architecture has ln_attn and ln_mlp unless
   // num_ln_in_parallel_attn is 1 (Falcon 2), which keeps input_layernorm.
-  const bool two_norms =
-      new_arch && (!c.raw.is_object() || cfg::get_int(c.raw, {"num_ln_in_parallel_attn"}, 2, c.source) == 2);
+  const bool two_norms = new_arch && cfg::get_int(c.raw, {"num_ln_in_parallel_attn"}, 2, c.source) == 2;
   s.embed = "transformer.word_embeddings.weight";
   s.norm = "layernorm";
   s.layer = "transformer.h.{i}.";

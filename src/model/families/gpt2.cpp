@@ -63,7 +63,7 @@ nlohmann::json document(const ModelConfig& c) {
   s.n_rot = 0;
   s.mlp = families::plain_mlp(c, c.hidden_act, "activation_function");
   // transformers: scores are divided by sqrt(head_dim) only when scale_attn_weights.
-  if (c.raw.is_object() && !cfg::get_bool(c.raw, {"scale_attn_weights"}, true)) s.scale = 1;
+  if (!cfg::get_bool(c.raw, {"scale_attn_weights"}, true)) s.scale = 1;
   s.up = "mlp.c_fc";
   s.down = "mlp.c_proj";
   s.mlp_bias = true;
